@@ -1,0 +1,44 @@
+"""The `chaos` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chaos", formatter_class=Formatter,
+        description="Chaos engineering and fault injection for LLM inference services.",
+        epilog="examples:\n"
+               "  chaos reference serve --port 8000            # the bundled OpenAI-compatible server\n"
+               "  chaos reference demo                         # start one, stream a few requests, stop it\n"
+               "\nRun `chaos COMMAND --help` for the options of each command.")
+    parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from .reference import cli as reference_cli
+
+    reference_cli.register(sub, Formatter)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""`chaos reference serve` and `chaos reference demo`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .config import DEFAULT_PRESET, PRESETS
+
+
+def register(sub, formatter) -> None:
+    ref = sub.add_parser("reference", help="the bundled reference inference server", formatter_class=formatter,
+                         description="The bundled reference inference server: paged KV cache, continuous "
+                                     "batching, prefix caching, an OpenAI-compatible API.")
+    rsub = ref.add_subparsers(dest="reference_command", metavar="SUBCOMMAND")
+    ref.set_defaults(func=lambda a: (ref.print_help(), 2)[1])
+
+    serve = rsub.add_parser(
+        "serve", formatter_class=formatter, help="serve the OpenAI-compatible API",
+        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics.\n"
+                    "SIGTERM drains: /health turns 503, new requests get 503, in-flight streams finish\n"
+                    "(up to --drain-timeout), then the process exits 0.",
+        epilog="examples:\n"
+               "  chaos reference serve --port 8000 --replica-id r0\n"
+               "  chaos reference serve --port 0 --preset tiny          # a free port, printed when ready\n"
+               "  chaos reference serve --enable-fault-hooks --port 8001\n"
+               "  curl -s localhost:8001/admin/faults -H content-type:application/json \\\n"
+               "       -d '{\"step_delay_ms\": 50}'                       # slow every engine step\n"
+               "  curl -s -X DELETE localhost:8001/admin/faults        # revert every hook")
+    g = serve.add_argument_group("network")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    g.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    g.add_argument("--replica-id", default="r0", help="name in x-served-by and system_fingerprint")
+    g.add_argument("--model-name", default="chaos-reference", help="model id clients must send")
+    g = serve.add_argument_group("model")
+    g.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS), help="model size")
+    g.add_argument("--checkpoint", metavar="DIR", help="local config.json + *.safetensors of the same architecture")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    g.add_argument("--device", default="cpu", help="auto, cpu or cuda[:N]")
+    g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    g = serve.add_argument_group("engine")
+    g.add_argument("--max-model-len", type=int, default=0, help="context limit (0: the model's)")
+    g.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
+    g.add_argument("--num-kv-blocks", type=int, default=0, help="KV-cache blocks (0: sized from --kv-cache-mb)")
+    g.add_argument("--kv-cache-mb", type=int, default=512, help="memory for the KV cache when --num-kv-blocks is 0")
+    g.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one batch")
+    g.add_argument("--max-num-batched-tokens", type=int, default=512,
+                   help="token budget of one step; longer prompts are prefilled in chunks")
+    g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    g = serve.add_argument_group("admission and shutdown")
+    g.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this are refused")
+    g.add_argument("--overload-status", type=int, default=429, choices=[429, 503], help="status when refused")
+    g.add_argument("--retry-after", type=float, default=1.0, help="seconds in Retry-After when refused")
+    g.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens of chat requests without one")
+    g.add_argument("--drain-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
+    g = serve.add_argument_group("fault hooks")
+    g.add_argument("--enable-fault-hooks", action="store_true",
+                   help="serve /admin/faults: step_delay_ms, hang_s, kv_block_cap, fail_fraction, crash")
+    g.add_argument("--fault-seed", type=int, help="seed of fail_fraction's coin")
+    serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(func=cmd_serve)
+
+    demo = rsub.add_parser("demo", formatter_class=formatter, help="start a server, stream requests, stop it",
+                           description="Start a reference server on a free loopback port, stream a few "
+                                       "concurrent chat requests through it with the openai client, print what "
+                                       "came back and the server's metrics, then stop it with SIGTERM.")
+    demo.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
+    demo.add_argument("--requests", type=int, default=8, help="concurrent streaming requests")
+    demo.add_argument("--max-tokens", type=int, default=64)
+    demo.set_defaults(func=cmd_demo)
+
+
+def engine_config_from(args):
+    from .config import EngineConfig, ModelConfig, preset
+
+    if args.checkpoint:
+        model = ModelConfig.from_checkpoint(args.checkpoint)
+    else:
+        model = preset(args.preset)
+        model.seed = args.seed
+    return EngineConfig(model=model, max_model_len=args.max_model_len, block_size=args.block_size,
+                        num_kv_blocks=args.num_kv_blocks, kv_cache_memory_mb=args.kv_cache_mb,
+                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                        enable_prefix_caching=not args.no_prefix_caching, device=args.device, dtype=args.dtype,
+                        num_threads=args.threads, checkpoint=args.checkpoint)
+
+
+def cmd_serve(args) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .api import ServerSettings
+    from .loader import CheckpointError
+    from .server import run
+
+    try:
+        config = engine_config_from(args)
+        settings = ServerSettings(model_name=args.model_name, replica_id=args.replica_id,
+                                  max_waiting=args.max_waiting, overload_status=args.overload_status,
+                                  retry_after_s=args.retry_after, default_max_tokens=args.default_max_tokens,
+                                  drain_timeout_s=args.drain_timeout, enable_fault_hooks=args.enable_fault_hooks,
+                                  fault_seed=args.fault_seed)
+        if args.device.startswith("cuda") or args.device == "auto":
+            from .engine.model_runner import resolve_device
+
+            config.device = str(resolve_device(args.device))
+        return run(settings, config, args.host, args.port)
+    except (ValueError, RuntimeError, CheckpointError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.preset, args.requests, args.max_tokens)

@@ -1,0 +1,107 @@
+"""Server-side fault hooks, off unless the server runs with --enable-fault-hooks.
+
+Experiments drive them over HTTP (POST /admin/faults, DELETE /admin/faults[/NAME]).
+Each hook has apply and revert; reverting one that is not active does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+from .engine.async_engine import AsyncEngine
+from .protocol import APIError
+
+HOOKS = {
+    "step_delay_ms": "add this many milliseconds to every engine step (slow decode)",
+    "hang_s": "stop the engine for this many seconds (streams stall; /health still answers)",
+    "kv_block_cap": "cap the usable KV-cache blocks (forces preemption; a request that cannot fit fails)",
+    "fail_fraction": "answer this fraction (0-1) of generation requests with HTTP 500",
+    "crash": "kill this server process now (SIGKILL; exit_code given: exit with it instead); cannot be reverted",
+}
+
+
+class ServerFaults:
+    def __init__(self, engine: AsyncEngine, seed: int | None = None):
+        self.engine = engine
+        self.rng = random.Random(seed)
+        self.active: dict[str, float | int] = {}
+
+    def describe(self) -> dict:
+        return {"active": dict(self.active), "available": HOOKS}
+
+    def apply(self, spec: dict) -> dict:
+        if not isinstance(spec, dict) or not spec:
+            raise APIError(400, f"give one or more of {sorted(HOOKS)}", param="body")
+        for name in spec:
+            if name not in HOOKS:
+                raise APIError(400, f"unknown fault hook {name!r}; known: {sorted(HOOKS)}", param=name)
+        for name, value in spec.items():
+            getattr(self, f"_apply_{name}")(value)
+        return self.describe()
+
+    def revert(self, name: str | None = None) -> dict:
+        names = list(self.active) if name is None else [name]
+        for n in names:
+            if n not in HOOKS:
+                raise APIError(404, f"unknown fault hook {n!r}", param="name")
+            if n in self.active:
+                getattr(self, f"_revert_{n}")()
+                del self.active[n]
+        return self.describe()
+
+    def should_fail(self) -> bool:
+        f = self.active.get("fail_fraction", 0.0)
+        return f > 0 and self.rng.random() < f
+
+    @staticmethod
+    def _num(name, value, lo, hi, integer=False):
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or not lo <= value <= hi:
+            kind = "an integer" if integer else "a number"
+            raise APIError(400, f"{name} must be {kind} in [{lo}, {hi}], got {value!r}", param=name)
+        return value
+
+    def _apply_step_delay_ms(self, v):
+        self.engine.step_delay = self._num("step_delay_ms", v, 0, 60_000) / 1000
+        self.active["step_delay_ms"] = v
+
+    def _revert_step_delay_ms(self):
+        self.engine.step_delay = 0.0
+
+    def _apply_hang_s(self, v):
+        self.engine.hang(self._num("hang_s", v, 0, 3600))
+        self.active["hang_s"] = v
+
+    def _revert_hang_s(self):
+        self.engine.end_hang()
+
+    def _apply_kv_block_cap(self, v):
+        self.engine.set_block_cap(self._num("kv_block_cap", v, 1, 1 << 30, integer=True))
+        self.active["kv_block_cap"] = v
+
+    def _revert_kv_block_cap(self):
+        self.engine.set_block_cap(None)
+
+    def _apply_fail_fraction(self, v):
+        self.active["fail_fraction"] = self._num("fail_fraction", v, 0, 1)
+
+    def _revert_fail_fraction(self):
+        pass
+
+    def _apply_crash(self, v):
+        import asyncio
+
+        exit_code = v.get("exit_code") if isinstance(v, dict) else None
+        def die():
+            if exit_code is None:
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(int(exit_code))
+        # Let the admin response go out first.
+        asyncio.get_running_loop().call_later(0.05, die)
+        self.active["crash"] = time.time()
+
+    def _revert_crash(self):
+        pass

@@ -1,0 +1,88 @@
+"""Start a reference server as a child process and wait until it is ready.
+
+Used by the demo and the tests now, by the `reference` target kind later. Each
+server runs in its own session (process group), so stopping it stops everything it
+started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+READY = re.compile(r"listening on (http://\S+)")
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen
+    base_url: str
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM (drain), then SIGKILL the whole group if it lingers. Returns the exit code."""
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None) -> ServerProcess:
+    """Run `chaos reference serve ARGS` (--port 0 unless given); return once it prints its URL."""
+    if "--port" not in args:
+        args = [*args, "--port", "0"]
+    cmd = [sys.executable, "-m", "chaos", "reference", "serve", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    lines: list[str] = []
+    found: list[str] = []
+    ready = threading.Event()
+
+    def pump():
+        for line in proc.stdout:  # keep draining so the child never blocks on a full pipe
+            lines.append(line.rstrip("\n"))
+            m = READY.search(line)
+            if m and not found:
+                found.append(m.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not ready.wait(0.1):
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise LaunchError(f"server not ready after {timeout:.0f}s: {' | '.join(lines[-5:])}")
+    if not found:
+        proc.wait(5)
+        raise LaunchError(f"server exited with {proc.returncode} before it was ready: {' | '.join(lines[-5:])}")
+    return ServerProcess(proc, found[0], lines)

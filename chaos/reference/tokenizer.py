@@ -1,0 +1,57 @@
+"""Byte-level tokenizer: one token per UTF-8 byte, plus a few special tokens.
+
+Token counts are exact and predictable (len(text.encode())), which is what a load
+test wants from a reference target.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
+VOCAB_SIZE = 260
+SPECIAL = {BOS: "<s>", EOS: "</s>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
+
+
+class ByteTokenizer:
+    vocab_size = VOCAB_SIZE
+    bos_id = BOS
+    eos_id = EOS
+    # Tokens that end generation: EOS, and the end of an assistant turn.
+    stop_ids = frozenset({EOS, IM_END})
+
+    def encode(self, text: str, add_bos: bool = True) -> list[int]:
+        ids = list(text.encode("utf-8"))
+        return [BOS, *ids] if add_bos else ids
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def apply_chat_template(self, messages: list[dict]) -> list[int]:
+        """ChatML: <|im_start|>role\\ncontent<|im_end|>\\n ... then an open assistant turn."""
+        ids = [BOS]
+        for m in messages:
+            ids.append(IM_START)
+            ids += f"{m['role']}\n{m['content']}".encode("utf-8")
+            ids.append(IM_END)
+            ids += b"\n"
+        ids.append(IM_START)
+        ids += b"assistant\n"
+        return ids
+
+
+class IncrementalDecoder:
+    """Turns a growing list of byte tokens into text, holding back split UTF-8 sequences."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self):
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, token_id: int) -> str:
+        if token_id >= 256:
+            return ""
+        return self._decoder.decode(bytes((token_id,)))
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
