@@ -19,6 +19,8 @@ HOOKS = {
     "hang_s": "stop the engine for this many seconds (streams stall; /health still answers)",
     "kv_block_cap": "cap the usable KV-cache blocks (forces preemption; a request that cannot fit fails)",
     "fail_fraction": "answer this fraction (0-1) of generation requests with HTTP 500",
+    "engine_error": "make the engine thread fail at its next step (/health and new requests turn 503, open "
+                    "streams get an error event); cannot be reverted",
     "crash": "kill this server process now (SIGKILL; exit_code given: exit with it instead); cannot be reverted",
 }
 
@@ -89,6 +91,13 @@ class ServerFaults:
         self.active["fail_fraction"] = self._num("fail_fraction", v, 0, 1)
 
     def _revert_fail_fraction(self):
+        pass
+
+    def _apply_engine_error(self, v):
+        self.engine.inject_failure("injected fault: engine_error")
+        self.active["engine_error"] = time.time()
+
+    def _revert_engine_error(self):
         pass
 
     def _apply_crash(self, v):

@@ -74,6 +74,12 @@ class AsyncEngine:
         self._hang_until = 0.0
         self._hang_cancel.set()
 
+    def inject_failure(self, message: str) -> None:
+        def fail():
+            raise RuntimeError(message)
+        self._inbox.put(("call", fail))
+        self._wake.set()
+
     def set_block_cap(self, cap: int | None) -> None:
         self._inbox.put(("call", lambda: self.engine.block_manager.set_block_cap(cap)))
         self._wake.set()

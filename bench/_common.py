@@ -1,0 +1,100 @@
+"""Shared helpers for the benchmark scripts in this folder (not a benchmark itself).
+
+The scripts are run as ``python bench/NAME.py``, which puts this folder on sys.path,
+so they import this module as ``_common``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import string
+import time
+
+import torch
+
+from chaos.reference.config import PRESETS, EngineConfig, preset
+from chaos.reference.engine.llm_engine import LLMEngine
+
+_ALPHABET = string.ascii_lowercase + "      ,."
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="smoke-test size: fewer repetitions and tokens (well under 30 s)")
+    p.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                   help="model preset (default: small, ~22M parameters)")
+    p.add_argument("--seed", type=int, default=1234, help="seed for the synthetic prompts")
+    return p
+
+
+def make_engine(preset_name: str, **overrides) -> LLMEngine:
+    return LLMEngine(EngineConfig(model=preset(preset_name), **overrides))
+
+
+def random_prompt(rng: random.Random, num_tokens: int) -> list[int]:
+    """Exactly num_tokens ids: BOS followed by num_tokens - 1 ASCII bytes (byte tokenizer)."""
+    if num_tokens < 1:
+        raise ValueError("num_tokens must be >= 1")
+    from chaos.reference.tokenizer import BOS
+    return [BOS] + [ord(rng.choice(_ALPHABET)) for _ in range(num_tokens - 1)]
+
+
+def random_bytes(rng: random.Random, num_tokens: int) -> list[int]:
+    """num_tokens ASCII byte ids, no BOS (for suffixes)."""
+    return [ord(rng.choice(_ALPHABET)) for _ in range(num_tokens)]
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def print_header(title: str, args, engine: LLMEngine | None = None) -> None:
+    print(f"== {title} ==")
+    print(f"host: {platform.node()}  cpus: {os.cpu_count()}  torch {torch.__version__}  "
+          f"threads: {torch.get_num_threads()}  python {platform.python_version()}")
+    if engine is not None:
+        cfg = engine.config
+        m = cfg.model
+        print(f"preset: {args.preset} ({m.num_parameters() / 1e6:.1f}M params, {m.num_hidden_layers} layers, "
+              f"hidden {m.hidden_size})  dtype {cfg.dtype}  device {cfg.device}  "
+              f"max_num_batched_tokens {cfg.max_num_batched_tokens}  max_num_seqs {cfg.max_num_seqs}  "
+              f"kv blocks {cfg.num_kv_blocks}x{cfg.block_size}  prefix caching {cfg.enable_prefix_caching}")
+    print(f"mode: {'quick' if args.quick else 'default'}")
+    print()
+
+
+def print_table(headers: list[str], rows: list[list], align: str | None = None) -> None:
+    """Plain fixed-width table; align is a string of 'l'/'r' per column (default: first l, rest r)."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    align = align or ("l" + "r" * (len(headers) - 1))
+
+    def line(row):
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(row, widths, align))
+
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for row in cells[1:]:
+        print(line(row))
+
+
+def _fmt(c) -> str:
+    if isinstance(c, float):
+        if c == 0:
+            return "0"
+        if abs(c) >= 100:
+            return f"{c:,.0f}"
+        if abs(c) >= 10:
+            return f"{c:.1f}"
+        return f"{c:.2f}"
+    return str(c)

@@ -1,0 +1,156 @@
+"""The engine on its own: determinism, batching, chunked prefill, preemption, abort, limits."""
+
+import random
+
+import pytest
+import torch
+
+from chaos.reference.engine.sequence import SamplingParams
+
+from .conftest import make_engine
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+
+
+def prompts(n, seed=0, lo=5, hi=60):
+    rng = random.Random(seed)
+    return [[256] + [rng.randrange(256) for _ in range(rng.randrange(lo, hi))] for _ in range(n)]
+
+
+def run_alone(engine, ps, params=GREEDY):
+    return [engine.generate([p], params)[0].token_ids for p in ps]
+
+
+def test_greedy_is_identical_across_runs_and_batch_mixes():
+    ps = prompts(12)
+    alone = run_alone(make_engine(), ps)
+    batched = [o.token_ids for o in make_engine().generate(ps, GREEDY)]
+    assert batched == alone
+    # The same requests mixed with sampled (temperature 1) strangers, at a tight token budget.
+    e = make_engine(max_num_batched_tokens=40)
+    noisy = prompts(8, seed=3)
+    mixed = e.generate(ps + noisy, [GREEDY] * len(ps) + [SamplingParams(temperature=1.0, max_tokens=30)] * 8)
+    assert [o.token_ids for o in mixed[:len(ps)]] == alone
+    assert all(len(t) == 24 for t in alone)
+
+
+def test_chunked_prefill_matches_whole_prefill():
+    long_prompt = prompts(1, seed=5, lo=700, hi=701)
+    whole = make_engine(max_num_batched_tokens=1024).generate(long_prompt, GREEDY)[0]
+    chunked_engine = make_engine(max_num_batched_tokens=64)
+    chunked = chunked_engine.generate(long_prompt, GREEDY)[0]
+    assert chunked.token_ids == whole.token_ids
+    assert chunked_engine.num_steps >= 700 // 64 + 24
+
+
+def test_long_prompt_does_not_stall_running_decodes():
+    e = make_engine(max_num_batched_tokens=64)
+    e.add_request("short", prompts(1)[0], SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
+    e.step()
+    e.add_request("long", prompts(1, seed=9, lo=900, hi=901)[0], GREEDY)
+    produced = 0
+    for _ in range(900 // 63):  # while the long prompt is being prefilled
+        produced += sum(1 for o in e.step() if o.request_id == "short" and o.token_ids)
+    assert produced == 900 // 63  # the short request decoded one token in every one of those steps
+
+
+def test_every_request_completes_correctly_under_preemption():
+    ps = prompts(16, seed=11, lo=30, hi=90)
+    expected = run_alone(make_engine(), ps)
+    # 24 blocks of 16 tokens: far less than 16 requests of up to ~110 tokens need at once.
+    e = make_engine(num_kv_blocks=24, block_size=16)
+    outs = e.generate(ps, GREEDY)
+    assert [o.token_ids for o in outs] == expected
+    assert all(o.finish_reason == "length" for o in outs)
+    assert e.scheduler.num_preemptions > 0
+    e.block_manager.check_invariants([])
+    assert e.block_manager.num_used_blocks == 0
+
+
+def test_prefix_cache_hits_are_counted_and_output_unchanged():
+    shared = prompts(1, seed=2, lo=100, hi=101)[0]
+    a, b = shared + [65, 66, 67], shared + [70, 71]
+    e = make_engine()
+    ra = e.generate([a], GREEDY)[0]
+    rb = e.generate([b], GREEDY)[0]
+    assert rb.num_cached_tokens == (len(shared) // 16) * 16
+    assert e.block_manager.prefix_hits == rb.num_cached_tokens
+    cold = make_engine(enable_prefix_caching=False).generate([b], GREEDY)[0]
+    assert cold.token_ids == rb.token_ids and cold.num_cached_tokens == 0
+    assert ra.token_ids != rb.token_ids or a == b
+
+
+def test_abort_frees_blocks_at_once_and_mixed_lifecycles_leave_cache_empty():
+    e = make_engine(num_kv_blocks=40)
+    rng = random.Random(4)
+    live = set()
+    for i, p in enumerate(prompts(30, seed=6, lo=10, hi=120)):
+        e.add_request(f"r{i}", p, SamplingParams(temperature=rng.choice([0.0, 0.8]), max_tokens=rng.randrange(1, 40)))
+        live.add(f"r{i}")
+        for out in e.step():
+            if out.finished:
+                live.discard(out.request_id)
+        if i % 4 == 3:
+            victim = sorted(live)[0]
+            out = e.abort_request(victim)
+            assert out.finish_reason == "abort"
+            live.discard(victim)
+            e.block_manager.check_invariants(list(e.seqs.values()))
+    while e.has_unfinished_requests():
+        e.step()
+        e.block_manager.check_invariants(list(e.seqs.values()))
+    assert e.block_manager.num_used_blocks == 0
+    assert e.abort_request("r0") is None
+
+
+def test_request_that_cannot_fit_fails_cleanly():
+    e = make_engine(num_kv_blocks=4, block_size=16)
+    out = e.generate([prompts(1, lo=100, hi=101)[0]], GREEDY)[0]
+    assert out.finish_reason == "error" and "KV cache" in out.error
+    ok = e.generate([prompts(1, lo=10, hi=11)[0]], SamplingParams(temperature=0, max_tokens=8))[0]
+    assert ok.finish_reason in ("length", "stop")
+    assert e.block_manager.num_used_blocks == 0
+
+
+def test_stop_strings_cut_the_text():
+    e = make_engine()
+    p = prompts(1, seed=1)[0]
+    full = e.generate([p], SamplingParams(temperature=0, max_tokens=40, ignore_eos=True))[0]
+    text = full.text
+    stop = next((text[i:i + 2] for i in range(5, len(text) - 2) if text[i:i + 2].isprintable()), None)
+    if stop is None:
+        pytest.skip("greedy output has no printable pair to stop on")
+    cut = e.generate([p], SamplingParams(temperature=0, max_tokens=40, ignore_eos=True, stop=(stop,)))[0]
+    assert cut.finish_reason == "stop"
+    assert cut.text == text[:text.index(stop)]
+
+
+def test_seeded_sampling_is_reproducible_and_temperature_changes_output():
+    p = prompts(1, seed=8)[0]
+    sp = SamplingParams(temperature=1.0, top_p=0.9, seed=123, max_tokens=30, ignore_eos=True)
+    a = make_engine().generate([p], sp)[0].token_ids
+    b = make_engine().generate([p] + prompts(3), [sp] + [GREEDY] * 3)[0].token_ids
+    assert a == b
+    greedy = make_engine().generate([p], SamplingParams(temperature=0, max_tokens=30, ignore_eos=True))[0].token_ids
+    assert a != greedy
+
+
+def test_top_p_tiny_is_greedy():
+    p = prompts(1, seed=8)[0]
+    e = make_engine()
+    g = e.generate([p], GREEDY)[0].token_ids
+    t = e.generate([p], SamplingParams(temperature=1.5, top_p=1e-6, max_tokens=24, ignore_eos=True))[0].token_ids
+    assert t == g
+
+
+def test_max_model_len_ends_generation():
+    e = make_engine(max_model_len=64)
+    out = e.generate([prompts(1, lo=50, hi=51)[0]], SamplingParams(temperature=0, max_tokens=100, ignore_eos=True))[0]
+    assert out.finish_reason == "length"
+    assert out.num_prompt_tokens + out.num_output_tokens == 64
+
+
+def test_random_weights_are_seeded():
+    a = make_engine().model_runner.model.lm_head.weight
+    b = make_engine().model_runner.model.lm_head.weight
+    assert torch.equal(a, b)

@@ -1,0 +1,26 @@
+from chaos.reference.tokenizer import BOS, IM_END, IM_START, ByteTokenizer, IncrementalDecoder
+
+
+def test_encode_is_one_token_per_byte_plus_bos():
+    tok = ByteTokenizer()
+    text = "héllo, 世界"
+    ids = tok.encode(text)
+    assert ids[0] == BOS
+    assert len(ids) == 1 + len(text.encode())
+    assert tok.decode(ids) == text
+
+
+def test_chat_template_is_chatml_with_open_assistant_turn():
+    tok = ByteTokenizer()
+    ids = tok.apply_chat_template([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+    assert ids.count(IM_START) == 3 and ids.count(IM_END) == 2
+    assert bytes(i for i in ids if i < 256).endswith(b"user\nhi\nassistant\n")
+
+
+def test_incremental_decoder_holds_back_split_utf8():
+    dec = IncrementalDecoder()
+    pieces = [dec.feed(b) for b in "世".encode()]
+    assert pieces == ["", "", "世"]
+    assert dec.feed(IM_END) == ""
+    dec.feed(0xE4)
+    assert dec.flush() == "\ufffd"
