@@ -54,6 +54,37 @@ def now() -> float:
     return time.perf_counter()
 
 
+class Stopwatch:
+    """Wall time (perf_counter) plus this process's CPU time over the same interval.
+
+    cpu_util = CPU seconds / wall seconds. With torch's default of one thread per core it
+    sits near the core count on an idle machine (about 2.0 on 2 cores, less when the work
+    is too small to keep both threads busy); a marked drop in a repeated measurement means
+    other processes were taking the cores.
+    """
+
+    def __init__(self):
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        self.wall = self.cpu = None
+
+    def stop(self) -> "Stopwatch":
+        self.wall = time.perf_counter() - self.wall0
+        self.cpu = time.process_time() - self.cpu0
+        return self
+
+    @property
+    def cpu_util(self) -> float:
+        return self.cpu / self.wall if self.wall else 0.0
+
+
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def median(xs):
     return statistics.median(xs)
 
@@ -69,7 +100,7 @@ def print_header(title: str, args, engine: LLMEngine | None = None) -> None:
               f"hidden {m.hidden_size})  dtype {cfg.dtype}  device {cfg.device}  "
               f"max_num_batched_tokens {cfg.max_num_batched_tokens}  max_num_seqs {cfg.max_num_seqs}  "
               f"kv blocks {cfg.num_kv_blocks}x{cfg.block_size}  prefix caching {cfg.enable_prefix_caching}")
-    print(f"mode: {'quick' if args.quick else 'default'}")
+    print(f"mode: {'quick' if args.quick else 'default'}  load average at start: {loadavg()}")
     print()
 
 

@@ -1,0 +1,129 @@
+"""`chaos load TARGET`: drive load with Locust and print the seed's metrics table."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .driver import LoadConfig, LoadError, Timeouts, run_load
+from .shapes import arrival_rate, fixed, parse_duration, ramp, steps
+from .workloads import WorkloadSpec, parse_mix
+
+EPILOG = """examples:
+  chaos load http://127.0.0.1:8000 --workload chat --users 10 --duration 30s
+  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s
+  chaos load http://127.0.0.1:8000 --workload rag --steps 10,50,100,200,500 --step-duration 30m
+  chaos load http://127.0.0.1:8000 --mix chat=3,prefix=1 --ramp 1:64 --duration 2m
+  chaos load http://127.0.0.1:8000 --workload chat --rate 5,10,20 --poisson --step-duration 30s
+  chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --rate 2 --duration 1m
+  chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
+
+Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (time per output token
+after the first), E2E; jitter is E2E P99/P50. In open-loop (--rate) runs latency counts from each request's
+intended send time, and the summary says when the generator itself fell behind.
+Writes requests.jsonl (one record a request), summary.json/.txt, and Locust's CSV and HTML in --out."""
+
+
+def register(sub, formatter) -> None:
+    p = sub.add_parser("load", help="drive load with Locust and report latency percentiles",
+                       formatter_class=formatter, epilog=EPILOG,
+                       description="Drive an OpenAI-compatible target with Locust (streaming by default) and "
+                                   "print per-step P50/P95/P99 of TTFT, TPOT and E2E, errors by class and "
+                                   "throughput.")
+    p.add_argument("target", help="base URL of the target, e.g. http://127.0.0.1:8000 or https://host/v1")
+    g = p.add_argument_group("what to send")
+    g.add_argument("--workload", default="chat", help="chat, rag, long, prefix, json or replay")
+    g.add_argument("--mix", help="weighted workloads, e.g. chat=3,rag=1 (overrides --workload)")
+    g.add_argument("--input-tokens", help="override the input size: N or LO-HI")
+    g.add_argument("--output-tokens", help="override max_tokens: N or LO-HI")
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--replay", metavar="FILE", help="JSONL of OpenAI request bodies (with optional timestamp)")
+    g.add_argument("--model", help="model id (default: the first one GET /v1/models lists)")
+    g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    g.add_argument("--no-stream", action="store_true", help="send non-streamed requests")
+    g.add_argument("--tokenizer", default="auto", choices=["auto", "byte", "estimate"],
+                   help="exact byte-level counts (the reference server) or ~4 bytes/token estimates")
+    g.add_argument("--seed", type=int, default=0, help="the same seed sends the same requests")
+    g = p.add_argument_group("how much (always bounded in time)")
+    g.add_argument("--users", type=int, help="fixed number of users (closed loop)")
+    g.add_argument("--spawn-rate", type=float, help="users started per second (default: all in 1 s)")
+    g.add_argument("--steps", help="user steps held for --step-duration each, e.g. 10,50,100,200,500")
+    g.add_argument("--ramp", metavar="START:END", help="grow users linearly over --duration")
+    g.add_argument("--rate", help="open loop: arrivals per second; several (5,10,20) are steps")
+    g.add_argument("--poisson", action="store_true", help="Poisson arrivals instead of evenly spaced")
+    g.add_argument("--max-users", type=int, default=256, help="open loop: most requests in flight")
+    g.add_argument("--duration", default="60s", help="run time for --users, --ramp and a single --rate")
+    g.add_argument("--step-duration", default="30s", help="time each step is held")
+    g.add_argument("--max-requests", type=int, help="stop after this many requests")
+    g.add_argument("--stop-timeout", default="10s", help="how long in-flight requests may finish at the end")
+    g = p.add_argument_group("client behaviour")
+    g.add_argument("--timeout-connect", default="10s")
+    g.add_argument("--timeout-first-token", default="60s", help="a duration, or auto (1.5 x measured P99)")
+    g.add_argument("--timeout-total", default="300s", help="a duration, or auto (1.5 x measured P99)")
+    g.add_argument("--retries", type=int, default=0, help="retries (at most 2 is the seed's advice) with "
+                                                          "exponential backoff, honouring Retry-After")
+    g.add_argument("--think-time", default="0s", help="pause between a user's requests")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", help="output directory (default reports/load-<UTC time>)")
+    g.add_argument("--workers", type=int, default=0, help="run a Locust master and N workers on loopback")
+    g.add_argument("--ui", type=int, nargs="?", const=8089, metavar="PORT",
+                   help="serve Locust's web UI on 127.0.0.1:PORT while running")
+    g.add_argument("--interval", type=float, default=5.0, help="seconds between live summary lines")
+    p.set_defaults(func=cmd_load)
+
+
+def _timeout(text):
+    return "auto" if text == "auto" else parse_duration(text)
+
+
+def build_config(a) -> LoadConfig:
+    if a.replay:
+        specs = [(WorkloadSpec("replay", replay_file=a.replay, temperature=a.temperature), 1.0)]
+    else:
+        mix = parse_mix(a.mix) if a.mix else [(a.workload, 1.0)]
+        specs = [(WorkloadSpec(name, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
+                               temperature=a.temperature), w) for name, w in mix]
+    kw = dict(max_requests=a.max_requests, stop_timeout=parse_duration(a.stop_timeout))
+    chosen = [x for x in ("users", "steps", "ramp", "rate") if getattr(a, x)]
+    if len(chosen) > 1:
+        raise ValueError(f"choose one load shape, not {' and '.join('--' + c for c in chosen)}")
+    if a.steps:
+        plan = steps([int(x) for x in a.steps.split(",")], parse_duration(a.step_duration), a.spawn_rate, **kw)
+    elif a.ramp:
+        lo, _, hi = a.ramp.partition(":")
+        plan = ramp(int(lo), int(hi), parse_duration(a.duration), **kw)
+    elif a.rate:
+        rates = [float(x) for x in a.rate.split(",")]
+        d = parse_duration(a.step_duration if len(rates) > 1 else a.duration)
+        plan = arrival_rate(rates, d, a.poisson, a.max_users, **kw)
+    else:
+        plan = fixed(a.users or 10, parse_duration(a.duration), a.spawn_rate, **kw)
+    out = a.out or os.path.join("reports", time.strftime("load-%Y%m%dT%H%M%SZ", time.gmtime()))
+    return LoadConfig(target=a.target, plan=plan, workload=specs, out_dir=out, model=a.model, seed=a.seed,
+                      tokenizer=a.tokenizer, stream=not a.no_stream,
+                      timeouts=Timeouts(parse_duration(a.timeout_connect), _timeout(a.timeout_first_token),
+                                        _timeout(a.timeout_total)),
+                      retries=a.retries, api_key_env=a.api_key_env, think_time=parse_duration(a.think_time),
+                      workers=a.workers, ui_port=a.ui)
+
+
+def cmd_load(a) -> int:
+    try:
+        cfg = build_config(a)
+        print(f"load: {cfg.plan.kind} plan, {len(cfg.plan.stages)} step(s), {cfg.plan.duration:.0f}s; "
+              f"writing to {cfg.out_dir}", flush=True)
+        result = run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
+    except (LoadError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print()
+    print(f"target {cfg.target}  model {result.model}  token counts: "
+          f"{'exact (byte-level tokenizer)' if result.tokenizer == 'byte' else 'estimated (~4 bytes a token)'}")
+    print(result.table())
+    for n in result.notes:
+        print(f"note: {n}")
+    print(f"\nrecords: {result.records_path}\nsummary: {os.path.join(result.out_dir, 'summary.json')}")
+    if result.interrupted:
+        return 130
+    return 0 if result.locust_rc in (0, 1) else 2

@@ -1,0 +1,369 @@
+"""Runs Locust headless in its own process(es) and turns its records into the seed's table.
+
+Locust (gevent) never shares a process with this code: the driver writes a JSON config,
+starts `python -m locust -f chaos/load/locustfile.py` (or a master and N workers on
+loopback), tails requests.jsonl for a live summary, and stops every process it started,
+by process group, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from .records import read_records
+from .shapes import LoadPlan
+from .summary import StepSummary, format_table, summarize, summarize_steps
+from .workloads import WorkloadSpec
+
+LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
+
+
+class LoadError(RuntimeError):
+    """A setup problem with a message that says what to do."""
+
+
+@dataclass(slots=True)
+class Timeouts:
+    connect: float = 10.0
+    first_token: float | str = 60.0  # seconds, or "auto": 1.5 x the P99 measured by a short calibration
+    total: float | str = 300.0
+
+
+@dataclass(slots=True)
+class LoadConfig:
+    target: str  # base URL: http://127.0.0.1:8000 or .../v1
+    plan: LoadPlan
+    workload: list  # [(WorkloadSpec, weight)]
+    out_dir: str
+    model: str | None = None
+    seed: int = 0
+    tokenizer: str = "auto"  # auto | byte | estimate
+    stream: bool = True
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retries: int = 0
+    backoff_s: float = 0.5
+    api_key_env: str | None = None
+    think_time: float = 0.0
+    workers: int = 0  # 0: one local process; N: a master and N workers on loopback
+    ui_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT while running
+
+    def __post_init__(self):
+        u = urlparse(self.target)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise LoadError(f"target must be a URL like http://127.0.0.1:8000, got {self.target!r}")
+        if self.retries < 0 or self.retries > 10:
+            raise LoadError("retries must be between 0 and 10")
+        if self.workers < 0:
+            raise LoadError("workers must be >= 0")
+        if self.tokenizer not in ("auto", "byte", "estimate"):
+            raise LoadError("tokenizer must be auto, byte or estimate")
+
+    @property
+    def host(self) -> str:
+        u = urlparse(self.target)
+        return f"{u.scheme}://{u.netloc}"
+
+    @property
+    def base_path(self) -> str:
+        path = urlparse(self.target).path.rstrip("/")
+        return path if path else "/v1"
+
+
+@dataclass(slots=True)
+class LoadResult:
+    out_dir: str
+    records_path: str
+    steps: list[StepSummary]
+    overall: StepSummary
+    model: str
+    tokenizer: str
+    timeouts: dict
+    locust_rc: int | None
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        return format_table(self.steps + ([self.overall] if len(self.steps) > 1 else []))
+
+
+def _headers(cfg: LoadConfig) -> dict:
+    h = {"Content-Type": "application/json"}
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise LoadError(f"the API key variable {cfg.api_key_env} is not set; export it first")
+        h["Authorization"] = f"Bearer {key}"
+    return h
+
+
+def discover(cfg: LoadConfig) -> tuple[str, str]:
+    """(model, tokenizer kind) from GET /v1/models; a clear error when the target is not there."""
+    url = cfg.host + cfg.base_path + "/models"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=_headers(cfg)), timeout=10) as r:
+            data = json.load(r).get("data") or []
+    except urllib.error.HTTPError as e:
+        if cfg.model:
+            return cfg.model, "estimate" if cfg.tokenizer == "auto" else cfg.tokenizer
+        raise LoadError(f"GET {url} answered {e.code}; pass --model if the target has no model list") from None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise LoadError(f"cannot reach the target at {url}: {reason}. Is it running? "
+                        f"(start one with: chaos reference serve --port 8000)") from None
+    ids = [m.get("id") for m in data if isinstance(m, dict)]
+    model = cfg.model or (ids[0] if ids else None)
+    if not model:
+        raise LoadError(f"{url} lists no models; pass --model")
+    if cfg.model and ids and cfg.model not in ids:
+        raise LoadError(f"model {cfg.model!r} is not served by the target (it serves: {', '.join(map(str, ids))})")
+    tok = cfg.tokenizer
+    if tok == "auto":
+        owner = next((m.get("owned_by") for m in data if isinstance(m, dict) and m.get("id") == model), None)
+        tok = "byte" if owner == "llm-chaos" else "estimate"
+    return model, tok
+
+
+def calibrate(cfg: LoadConfig, model: str, tokenizer: str, n: int = 6) -> tuple[float, float]:
+    """Time n sequential requests of the workload: (P99 TTFT, P99 E2E) — with n small, the maximum."""
+    from .workloads import Workload
+
+    wl = Workload(cfg.workload, seed=cfg.seed + 99991, tokenizer=tokenizer)
+    ttfts, e2es = [], []
+    for i in range(n):
+        req = wl.request(i)
+        body = {"model": model, **req.body, "stream": True}
+        path = cfg.base_path + ("/chat/completions" if req.endpoint == "chat" else "/completions")
+        t0 = time.perf_counter()
+        first = None
+        try:
+            r = urllib.request.urlopen(urllib.request.Request(cfg.host + path, json.dumps(body).encode(),
+                                                              _headers(cfg)), timeout=600)
+            for line in r:
+                if first is None and line.startswith(b"data: {"):
+                    first = time.perf_counter()
+            r.close()
+        except (urllib.error.URLError, OSError) as e:
+            raise LoadError(f"calibration request failed ({e}); give fixed timeouts instead of auto") from None
+        e2es.append(time.perf_counter() - t0)
+        ttfts.append((first or time.perf_counter()) - t0)
+    return max(ttfts), max(e2es)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LoadRun:
+    """One load test: start(), then poll() until done (or stop()), then result()."""
+
+    def __init__(self, cfg: LoadConfig, progress=print):
+        self.cfg = cfg
+        self.progress = progress
+        self.procs: list[subprocess.Popen] = []
+        self.main: subprocess.Popen | None = None
+        self.records_path = os.path.join(cfg.out_dir, "requests.jsonl")
+        self.t_start = 0.0
+        self.interrupted = False
+        self.notes: list[str] = []
+        self.model = cfg.model or ""
+        self.tokenizer = cfg.tokenizer
+        self.timeouts: dict = {}
+        self._tail_offset = 0
+        self._tail: list = []
+        self._logs = []
+
+    # -- start --------------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.cfg
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        self.model, self.tokenizer = discover(cfg)
+        t = cfg.timeouts
+        first, total = t.first_token, t.total
+        if "auto" in (first, total):
+            p99_ttft, p99_e2e = calibrate(cfg, self.model, self.tokenizer)
+            if first == "auto":
+                first = max(1.0, 1.5 * p99_ttft)
+            if total == "auto":
+                total = max(2.0, 1.5 * p99_e2e)
+            self.notes.append(f"timeouts from calibration (1.5 x P99 of {6} requests): first token {first:.2f}s, "
+                              f"total {total:.2f}s")
+        self.timeouts = {"connect": t.connect, "first_token": float(first), "total": float(total)}
+        open(self.records_path, "w").close()
+        config = {
+            "plan": cfg.plan.to_dict(),
+            "workload": {"specs": [[{"name": s.name, "input_tokens": list(s.input_tokens),
+                                     "output_tokens": list(s.output_tokens), "temperature": s.temperature,
+                                     "replay_file": s.replay_file}, w] for s, w in cfg.workload],
+                         "seed": cfg.seed, "tokenizer": self.tokenizer},
+            "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
+            "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
+            "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
+            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "workers": max(1, cfg.workers),
+        }
+        config_path = os.path.join(cfg.out_dir, "load-config.json")
+        with open(config_path, "w") as f:
+            json.dump(config, f, indent=2)
+        env = {**os.environ, "CHAOS_LOAD_CONFIG": os.path.abspath(config_path), "PYTHONUNBUFFERED": "1"}
+        base = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--host", cfg.host, "--loglevel", "WARNING",
+                "--stop-timeout", f"{max(0, round(cfg.plan.stop_timeout))}s"]
+        main = base + ["--csv", os.path.join(cfg.out_dir, "locust"), "--html",
+                       os.path.join(cfg.out_dir, "locust.html"), "--only-summary"]
+        if cfg.ui_port:
+            main += ["--web-host", "127.0.0.1", "--web-port", str(cfg.ui_port), "--autostart", "--autoquit", "5"]
+            self.progress(f"Locust web UI: http://127.0.0.1:{cfg.ui_port}")
+        else:
+            main += ["--headless"]
+        if cfg.workers:
+            port = _free_port()
+            main += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                     "--expect-workers", str(cfg.workers)]
+        self.t_start = time.time()
+        self.main = self._spawn(main, env, "locust-master.log" if cfg.workers else "locust.log")
+        for i in range(cfg.workers):
+            self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
+                        f"locust-worker{i}.log")
+
+    def _spawn(self, cmd, env, log_name) -> subprocess.Popen:
+        log = open(os.path.join(self.cfg.out_dir, log_name), "w")
+        self._logs.append(log)
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    # -- while running --------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """True while the load test is still running."""
+        return self.main is not None and self.main.poll() is None
+
+    def new_records(self) -> list:
+        """Records written since the last call (whole lines only)."""
+        from .records import RequestRecord
+
+        out = []
+        try:
+            with open(self.records_path) as f:
+                f.seek(self._tail_offset)
+                data = f.read()
+        except FileNotFoundError:
+            return out
+        end = data.rfind("\n") + 1
+        self._tail_offset += len(data[:end].encode())
+        for line in data[:end].splitlines():
+            try:
+                out.append(RequestRecord(**json.loads(line)))
+            except (ValueError, TypeError):
+                continue
+        return out
+
+    def live_line(self, window_s: float = 10.0) -> str:
+        now = time.time()
+        self._tail += self.new_records()
+        recent = [r for r in self._tail if (r.t_end or r.t_start) >= now - window_s]
+        s = summarize(recent, "recent", self.cfg.plan.open_loop, window_s) if recent else None
+        elapsed = now - self.t_start
+        stage = self.cfg.plan.stage_at(elapsed)
+        name = stage[1].name if stage else "ending"
+        if s is None:
+            return f"[{elapsed:5.0f}s] {name:<14} no completed requests in the last {window_s:.0f}s"
+        p95 = s.e2e.get("p95")
+        return (f"[{elapsed:5.0f}s] {name:<14} total {len(self._tail):>6}  last {window_s:.0f}s: {len(recent):>5} done, "
+                f"err {s.error_rate * 100:5.1f}%, P95 E2E {'-' if p95 is None else f'{p95 * 1000:.0f} ms'}, "
+                f"{s.output_tps:.0f} tok/s")
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Ask Locust to stop (it writes its stats), then make sure every process we started is gone."""
+        self.interrupted = True
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        self._reap(grace)
+
+    def _reap(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the group: anything the process left behind
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        for log in self._logs:
+            log.close()
+        self._logs = []
+
+    def wait(self, interval: float = 5.0) -> None:
+        """Block until Locust ends (it always does: the plan is bounded), reporting every interval s."""
+        limit = self.cfg.plan.duration + self.cfg.plan.stop_timeout + 60
+        next_report = time.time() + interval if interval else float("inf")
+        while self.poll():
+            time.sleep(0.2)
+            now = time.time()
+            if now - self.t_start > limit:
+                self.notes.append(f"Locust did not stop by itself within {limit:.0f}s; it was stopped")
+                self.stop()
+                break
+            if now >= next_report:
+                self.progress(self.live_line())
+                next_report += interval
+        self._reap(15.0)
+
+    # -- after --------------------------------------------------------------------------------
+    def result(self) -> LoadResult:
+        records = read_records(self.records_path)
+        plan = self.cfg.plan
+        durations = {s.name: s.duration for s in plan.stages}
+        steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop, durations)
+        overall = summarize(records, "all", plan.open_loop)
+        rc = self.main.returncode if self.main is not None else None
+        if rc not in (0, 1, None) and not self.interrupted:
+            log = os.path.join(self.cfg.out_dir, "locust-master.log" if self.cfg.workers else "locust.log")
+            tail = open(log).read()[-600:] if os.path.exists(log) else ""
+            self.notes.append(f"Locust exited with {rc}: {tail.strip()}")
+        res = LoadResult(self.cfg.out_dir, self.records_path, steps, overall, self.model, self.tokenizer,
+                         self.timeouts, rc, self.interrupted, self.notes)
+        with open(os.path.join(self.cfg.out_dir, "summary.json"), "w") as f:
+            json.dump({"target": self.cfg.target, "model": self.model, "tokenizer": self.tokenizer,
+                       "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
+                       "timeouts": self.timeouts, "plan": plan.to_dict(), "interrupted": self.interrupted,
+                       "locust_exit_code": rc, "notes": self.notes, "overall": overall.to_dict(),
+                       "steps": [s.to_dict() for s in steps]}, f, indent=2)
+        with open(os.path.join(self.cfg.out_dir, "summary.txt"), "w") as f:
+            f.write(res.table() + "\n")
+        return res
+
+
+def run_load(cfg: LoadConfig, progress=print, interval: float = 5.0) -> LoadResult:
+    run = LoadRun(cfg, progress)
+    try:
+        run.start()
+        run.wait(interval)
+    except KeyboardInterrupt:
+        progress("interrupted: stopping Locust and keeping what was recorded ...")
+        run.stop()
+    finally:
+        if run.procs and any(p.poll() is None for p in run.procs):
+            run.stop()
+    return run.result()

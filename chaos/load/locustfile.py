@@ -1,0 +1,403 @@
+"""The Locust side: the LLM user, the load shape, and where records go.
+
+Runs only inside a Locust process (`import locust` patches the process with gevent),
+started by chaos.load.driver with CHAOS_LOAD_CONFIG naming a JSON config. Each request
+is timed by the user itself: intended and actual send time, first token, every
+inter-token gap, end. TTFT, TPOT and E2E are also fired as Locust request events so
+Locust's stats, CSV and web UI show them beside its own time-to-headers entry.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import time
+import uuid
+
+import gevent
+from locust import FastHttpUser, LoadTestShape, constant, events, task
+from locust.runners import MasterRunner, WorkerRunner
+
+from chaos.load.records import RequestRecord
+from chaos.load.shapes import ArrivalSchedule, LoadPlan
+from chaos.load.sse import StreamState, error_code_of, quantile
+from chaos.load.workloads import Workload, WorkloadSpec
+
+with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:
+    CFG = json.load(_f)
+PLAN = LoadPlan.from_dict(CFG["plan"])
+WORKLOAD = Workload([(WorkloadSpec(**s), w) for s, w in CFG["workload"]["specs"]], seed=CFG["workload"]["seed"],
+                    tokenizer=CFG["workload"]["tokenizer"])
+TIMEOUTS = CFG["timeouts"]
+RETRY = CFG["retry"]
+RECORD_MSG = "chaos_records"
+FLUSH_INTERVAL = 0.25
+
+
+class _Timeout(Exception):
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+class Process:
+    """Per-process state: who we are, the request counter, the arrival schedule, the record sink."""
+
+    def __init__(self):
+        self.index, self.count = 0, 1
+        self.next_request = 0
+        self.t0: float | None = None
+        self.schedule: ArrivalSchedule | None = None
+        self.buffer: list[str] = []
+        self.file = None
+        self.runner = None
+        self.worker_name = "local"
+        self.in_flight = 0
+        self.budget = PLAN.max_requests
+
+    def start(self, runner):
+        self.runner = runner
+        if isinstance(runner, WorkerRunner):
+            self.index, self.count = runner.worker_index, max(1, CFG.get("workers", 1))
+            self.worker_name = f"w{self.index}"
+        if self.budget is not None:
+            share, extra = divmod(PLAN.max_requests, self.count)
+            self.budget = share + (1 if self.index < extra else 0)
+        self.t0 = time.time()
+        self.next_request = self.index
+        if PLAN.open_loop:
+            self.schedule = ArrivalSchedule(PLAN, self.t0, self.count, self.index, CFG["workload"]["seed"])
+
+    def take_index(self) -> int | None:
+        if self.budget is not None:
+            if self.budget <= 0:
+                return None
+            self.budget -= 1
+        i = self.next_request
+        self.next_request += self.count
+        return i
+
+    def step_at(self, t: float) -> str | None:
+        found = PLAN.stage_at(t - (self.t0 or t))
+        return found[1].name if found else PLAN.stages[-1].name
+
+    def add(self, rec: RequestRecord):
+        self.buffer.append(rec.to_json())
+
+    def flush(self):
+        if not self.buffer:
+            return
+        lines, self.buffer = self.buffer, []
+        if isinstance(self.runner, WorkerRunner):
+            self.runner.send_message(RECORD_MSG, lines)
+        else:
+            write_lines(lines)
+
+
+PROC = Process()
+_out = {"file": None}
+
+
+def write_lines(lines: list[str]):
+    if _out["file"] is None:
+        _out["file"] = open(CFG["records_path"], "a", buffering=1)
+    _out["file"].write("\n".join(lines) + "\n")
+    _out["file"].flush()
+
+
+def _flusher():
+    while True:
+        gevent.sleep(FLUSH_INTERVAL)
+        PROC.flush()
+
+
+@events.init.add_listener
+def _on_init(environment, **_):
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        runner.register_message(RECORD_MSG, lambda environment, msg, **kw: write_lines(msg.data))
+    elif runner is not None:
+        gevent.spawn(_flusher)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_):
+    if not isinstance(environment.runner, MasterRunner):
+        PROC.start(environment.runner)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_):
+    PROC.flush()
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_):
+    PROC.flush()
+    if _out["file"] is not None:
+        _out["file"].close()
+        _out["file"] = None
+
+
+def classify_exception(e: BaseException) -> tuple[str, str | None, str]:
+    """(outcome, timeout_kind, message) for a transport failure."""
+    msg = f"{type(e).__name__}: {e}"[:200]
+    if isinstance(e, _Timeout):
+        return "timeout", e.kind, f"{e.kind} timeout"
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "timeout", "connect", msg
+    if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+        return "connect_error", None, msg
+    if isinstance(e, (ConnectionResetError, BrokenPipeError)) or getattr(e, "errno", None) in (
+            errno.ECONNRESET, errno.EPIPE):
+        return "reset", None, msg
+    name = type(e).__name__
+    if name in ("HTTPConnectionClosed",):
+        return "reset", None, msg
+    if name in ("HTTPParseError",):
+        return "stream_error", None, msg
+    return "connect_error", None, msg
+
+
+def _retry_delay(attempt: int, headers) -> float:
+    ra = None
+    if headers is not None:
+        ms = headers.get("retry-after-ms")
+        sec = headers.get("retry-after")
+        try:
+            ra = float(ms) / 1000 if ms else (float(sec) if sec else None)
+        except ValueError:
+            ra = None
+    backoff = RETRY["backoff_s"] * (2 ** attempt)
+    return min(RETRY.get("max_delay_s", 10.0), ra if ra is not None else backoff)
+
+
+class LLMUser(FastHttpUser):
+    """Streams OpenAI-compatible requests and times each one by itself."""
+
+    wait_time = constant(CFG.get("think_time", 0.0))
+    connection_timeout = TIMEOUTS["connect"]
+    network_timeout = TIMEOUTS["total"]
+    concurrency = 1
+    max_retries = 0
+
+    @task
+    def one_request(self):
+        if PROC.t0 is None:
+            PROC.start(self.environment.runner)
+        if PROC.schedule is not None:
+            t_sched = PROC.schedule.next()
+            if t_sched is None:
+                gevent.sleep(0.5)  # the plan is over; the shape ends the run
+                return
+            gevent.sleep(max(0.0, t_sched - time.time()))
+        else:
+            t_sched = time.time()
+        index = PROC.take_index()
+        if index is None:
+            self._budget_spent()
+            return
+        req = WORKLOAD.request(index)
+        PROC.in_flight += 1
+        try:
+            rec = self.run_request(req, t_sched)
+        finally:
+            PROC.in_flight -= 1
+        PROC.add(rec)
+        self._fire_timings(rec)
+
+    def _budget_spent(self):
+        runner = self.environment.runner
+        if PROC.in_flight == 0 and not isinstance(runner, WorkerRunner) and runner is not None:
+            PROC.flush()
+            gevent.spawn_later(0.1, runner.quit)
+        gevent.sleep(0.5)
+
+    def _fire_timings(self, rec: RequestRecord):
+        fire = self.environment.events.request.fire
+        failed = rec.outcome not in ("ok",)
+        exc = Exception(f"{rec.outcome}: {rec.error_code or rec.error or ''}") if failed else None
+        base = dict(request_type="LLM", context={}, response=None, url=None, start_time=rec.t_start)
+        if rec.t_end is not None:
+            fire(name=f"E2E {rec.case}", response_time=(rec.t_end - rec.t_sched) * 1000,
+                 response_length=rec.output_tokens, exception=exc, **base)
+        if rec.t_first is not None:
+            fire(name=f"TTFT {rec.case}", response_time=(rec.t_first - rec.t_sched) * 1000, response_length=0,
+                 exception=None, **base)
+            if rec.output_tokens > 1 and rec.t_end is not None:
+                tpot = (rec.t_end - rec.t_first) / (rec.output_tokens - 1)
+                fire(name=f"TPOT {rec.case}", response_time=tpot * 1000, response_length=0, exception=None, **base)
+
+    def run_request(self, req, t_sched: float) -> RequestRecord:
+        stream = CFG["stream"]
+        body = {"model": CFG["model"], **req.body, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        path = CFG["base_path"] + ("/chat/completions" if req.endpoint == "chat" else "/completions")
+        rec = RequestRecord(id=uuid.uuid4().hex, case=req.case, endpoint=req.endpoint, stream=stream,
+                            t_sched=t_sched, t_start=time.time(), input_tokens=req.input_tokens,
+                            input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
+                            step=PROC.step_at(t_sched))
+        headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
+        key_env = CFG.get("api_key_env")
+        if key_env and os.environ.get(key_env):
+            headers["Authorization"] = "Bearer " + os.environ[key_env]
+        data = json.dumps(body)
+        attempt = 0
+        while True:
+            resp_headers = self._attempt(path, data, headers, rec, req)
+            # Safe to retry only while nothing was streamed; statuses as openai-python retries them.
+            transport = rec.outcome in ("connect_error", "reset", "timeout") and rec.t_first is None
+            status = rec.outcome == "http_error" and (rec.status in (408, 409, 429) or (rec.status or 0) >= 500)
+            retryable = transport or status
+            if rec.error_code == "insufficient_quota" or not retryable or attempt >= RETRY["max"]:
+                return rec
+            delay = _retry_delay(attempt, resp_headers)
+            rec.retries += 1
+            if rec.status:
+                rec.retry_statuses.append(rec.status)
+            gevent.sleep(delay)
+            attempt += 1
+
+    def _attempt(self, path, data, headers, rec: RequestRecord, req):
+        """One try; fills rec. Returns the response headers (for Retry-After) or None."""
+        rec.outcome, rec.status, rec.error_code, rec.error, rec.timeout_kind = "ok", None, None, None, None
+        rec.t_first = rec.t_end = None
+        gaps: list[float] = []
+        state = StreamState()
+        resp_headers = None
+        resp = None
+        total = gevent.Timeout(TIMEOUTS["total"], _Timeout("total"))
+        total.start()
+        try:
+            first = gevent.Timeout(TIMEOUTS["first_token"], _Timeout("first_token"))
+            first.start()
+            try:
+                resp = self.client.request("POST", path, data=data, headers=headers, stream=True,
+                                           name=f"{req.case} (headers)")
+                err = getattr(resp, "error", None)
+                if err is not None and getattr(resp, "_response", None) is None:
+                    raise err
+                resp_headers = resp.headers
+                rec.status = resp.status_code
+                if resp.headers is not None:
+                    rec.served_by = resp.headers.get("x-served-by")
+                if rec.status >= 400:
+                    payload = resp.content
+                    rec.outcome = "http_error"
+                    rec.error_code, rec.error = error_code_of(payload)
+                    rec.t_end = time.time()
+                    return resp_headers
+                if not rec.stream:
+                    payload = resp.content
+                    rec.t_end = time.time()
+                    self._judge_plain(payload, rec, req)
+                    rec.t_first = rec.t_end if rec.output_tokens else None
+                    return resp_headers
+                raw = resp._response
+                last = None
+                while True:
+                    line = raw.readline(b"\n")
+                    if not line:
+                        break
+                    text = state.feed(line)
+                    if text:
+                        now = time.time()
+                        if last is None:
+                            rec.t_first = now
+                            first.cancel()
+                        else:
+                            gaps.append(now - last)
+                        last = now
+                    if state.error is not None or state.done:
+                        break
+            finally:
+                first.cancel()
+            rec.t_end = time.time()
+            self._judge_stream(state, rec, req, gaps)
+        except _Timeout as t:
+            rec.outcome, rec.timeout_kind, rec.error = "timeout", t.kind, f"no {'first token' if t.kind == 'first_token' else 'end'} within the {t.kind} timeout"
+            rec.t_end = time.time()
+            self._discard(resp)
+        except gevent.GreenletExit:
+            rec.outcome, rec.error, rec.t_end = "cancelled", "the load test stopped", time.time()
+            self._discard(resp)
+            PROC.add(rec)
+            raise
+        except Exception as e:  # transport failures
+            rec.outcome, rec.timeout_kind, rec.error = classify_exception(e)
+            rec.t_end = time.time()
+            self._discard(resp)
+        finally:
+            total.cancel()
+        self._fill_gaps(rec, gaps)
+        return resp_headers
+
+    @staticmethod
+    def _discard(resp):
+        raw = getattr(resp, "_response", None)
+        if raw is not None:
+            try:
+                raw.release()  # an unfinished response: the pool closes its socket
+            except Exception:
+                pass
+
+    @staticmethod
+    def _fill_gaps(rec, gaps):
+        if gaps:
+            g = sorted(gaps)
+            rec.max_itl, rec.itl_p50, rec.itl_p90, rec.itl_p99 = g[-1], quantile(g, .5), quantile(g, .9), quantile(g, .99)
+
+    def _judge_stream(self, state: StreamState, rec: RequestRecord, req, gaps):
+        rec.chunks = state.content_chunks
+        rec.served_by = rec.served_by or state.served_by
+        if state.usage and isinstance(state.usage.get("completion_tokens"), int):
+            rec.output_tokens, rec.output_tokens_source = state.usage["completion_tokens"], "usage"
+        else:
+            rec.output_tokens, rec.output_tokens_source = state.content_chunks, "stream"
+        if state.error is not None:
+            rec.outcome = "stream_error"
+            rec.error_code = str(state.error.get("code") or state.error.get("type") or "error_event")
+            rec.error = str(state.error.get("message", ""))[:200]
+        elif state.malformed:
+            rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_chunk", state.malformed
+        elif not state.done:
+            rec.outcome, rec.error_code, rec.error = "stream_error", "no_done", "the stream ended without [DONE]"
+        elif req.expect_json:
+            self._check_json(state.text, rec)
+
+    def _judge_plain(self, payload: bytes, rec: RequestRecord, req):
+        try:
+            obj = json.loads(payload)
+            choice = obj["choices"][0]
+            text = choice["message"]["content"] if "message" in choice else choice["text"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_body", "response body is not a completion"
+            return
+        usage = obj.get("usage") or {}
+        rec.output_tokens = usage.get("completion_tokens") or 0
+        rec.output_tokens_source = "usage" if usage else "stream"
+        rec.served_by = rec.served_by or obj.get("system_fingerprint")
+        if req.expect_json:
+            self._check_json(text or "", rec)
+
+    @staticmethod
+    def _check_json(text: str, rec: RequestRecord):
+        try:
+            json.loads(text)
+        except ValueError:
+            rec.outcome, rec.error_code, rec.error = "bad_output", "invalid_json", "the output is not valid JSON"
+
+
+class PlanShape(LoadTestShape):
+    """Users over time from the plan; None ends the run (Locust then stops every user)."""
+
+    def tick(self):
+        t = self.get_run_time()
+        found = PLAN.users_at(t)
+        if found is None:
+            return None
+        users, spawn_rate, _ = found
+        return users, spawn_rate

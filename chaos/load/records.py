@@ -1,0 +1,73 @@
+"""One JSON record a request: the contract between the load user, the verifier and reports.
+
+Times are Unix epoch seconds (float). In open-loop runs t_sched is when the request
+should have been sent; latency counted from it includes time the generator itself
+fell behind, so coordinated omission cannot hide queueing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "reset", "stream_error", "bad_output", "cancelled")
+ERROR_OUTCOMES = tuple(o for o in OUTCOMES if o not in ("ok", "cancelled"))
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    id: str
+    case: str  # workload case: chat, rag, long, prefix, json, replay, ...
+    endpoint: str  # chat | completion
+    stream: bool
+    t_sched: float  # intended send time
+    t_start: float  # actual send time
+    t_first: float | None = None  # first non-empty content
+    t_end: float | None = None
+    status: int | None = None  # HTTP status; None when no response came
+    outcome: str = "ok"
+    error_code: str | None = None  # the body's error.code, or our own detail (e.g. no_done)
+    error: str | None = None  # short human message
+    timeout_kind: str | None = None  # connect | first_token | total
+    input_tokens: int = 0
+    input_tokens_source: str = "exact"  # exact | estimate | usage
+    output_tokens: int = 0
+    output_tokens_source: str = "usage"  # usage | stream
+    chunks: int = 0
+    max_itl: float | None = None  # largest inter-token gap, seconds
+    itl_p50: float | None = None
+    itl_p90: float | None = None
+    itl_p99: float | None = None
+    served_by: str | None = None
+    retries: int = 0
+    retry_statuses: list[int] = field(default_factory=list)
+    step: str | None = None
+    worker: str | None = None
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_start
+
+    @property
+    def e2e(self) -> float | None:
+        return None if self.t_end is None else self.t_end - self.t_start
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def read_records(path: str) -> list[RequestRecord]:
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(RequestRecord(**json.loads(line)))
+            except (ValueError, TypeError):
+                continue  # a line cut by a kill mid-write: skip it, keep the rest
+    return out

@@ -1,0 +1,127 @@
+"""The seed's table: per step, latency percentiles (never the mean), errors by class, throughput."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .records import ERROR_OUTCOMES, RequestRecord
+
+LAG_THRESHOLD_S = 0.010  # a request sent this much after its intended time means the generator fell behind
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+@dataclass(slots=True)
+class StepSummary:
+    step: str
+    requests: int = 0  # sent (cancelled included)
+    ok: int = 0
+    cancelled: int = 0
+    errors: dict = field(default_factory=dict)  # outcome -> count
+    error_rate: float = 0.0  # errors / (requests - cancelled)
+    ttft: dict = field(default_factory=dict)  # p50/p95/p99 seconds
+    tpot: dict = field(default_factory=dict)
+    e2e: dict = field(default_factory=dict)
+    jitter: float | None = None  # P99/P50 of E2E
+    duration_s: float = 0.0
+    rps: float = 0.0  # completed ok requests per second
+    output_tps: float = 0.0  # output tokens per second (ok requests)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    token_counts: str = "exact"  # exact | estimate | mixed
+    late_requests: int = 0  # open loop: sent > 10 ms after their intended time
+    max_lag_s: float = 0.0
+    open_loop: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _triple(values: list[float]) -> dict:
+    return {"p50": pct(values, 50), "p95": pct(values, 95), "p99": pct(values, 99)}
+
+
+def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
+              duration_s: float | None = None) -> StepSummary:
+    s = StepSummary(step=step, open_loop=open_loop)
+    s.requests = len(records)
+    if not records:
+        return s
+    ttft, tpot, e2e = [], [], []
+    sources = set()
+    for r in records:
+        sources.add(r.input_tokens_source)
+        if r.outcome == "cancelled":
+            s.cancelled += 1
+            continue
+        if r.outcome in ERROR_OUTCOMES:
+            s.errors[r.outcome] = s.errors.get(r.outcome, 0) + 1
+            continue
+        s.ok += 1
+        s.input_tokens += r.input_tokens
+        s.output_tokens += r.output_tokens
+        base = r.t_sched if open_loop else r.t_start  # open loop: count the generator's own delay
+        if r.t_first is not None:
+            ttft.append(r.t_first - base)
+            if r.output_tokens > 1 and r.t_end is not None:
+                tpot.append((r.t_end - r.t_first) / (r.output_tokens - 1))
+        if r.t_end is not None:
+            e2e.append(r.t_end - base)
+    for r in records:
+        lag = r.t_start - r.t_sched
+        if lag > LAG_THRESHOLD_S:
+            s.late_requests += 1
+        s.max_lag_s = max(s.max_lag_s, lag)
+    judged = s.requests - s.cancelled
+    s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
+    s.ttft, s.tpot, s.e2e = _triple(ttft), _triple(tpot), _triple(e2e)
+    if s.e2e["p50"]:
+        s.jitter = s.e2e["p99"] / s.e2e["p50"]
+    if duration_s is None:
+        duration_s = max(r.t_end or r.t_start for r in records) - min(r.t_sched for r in records)
+    s.duration_s = max(duration_s, 1e-9)
+    s.rps = s.ok / s.duration_s
+    s.output_tps = s.output_tokens / s.duration_s
+    s.token_counts = sources.pop() if len(sources) == 1 else "mixed"
+    return s
+
+
+def summarize_steps(records: list[RequestRecord], step_order: list[str], open_loop: bool = False,
+                    durations: dict | None = None) -> list[StepSummary]:
+    by_step: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        by_step.setdefault(r.step or "all", []).append(r)
+    names = [n for n in step_order if n in by_step] + [n for n in by_step if n not in step_order]
+    return [summarize(by_step[n], n, open_loop, (durations or {}).get(n)) for n in names]
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v * 1000:.0f}"
+
+
+def format_table(summaries: list[StepSummary]) -> str:
+    head = (f"{'step':<16}{'reqs':>6}{'ok':>6}{'err%':>7}  {'TTFT p50/p95/p99 ms':>21}  "
+            f"{'TPOT p50/p95/p99 ms':>20}  {'E2E p50/p95/p99 ms':>21}{'P99/P50':>8}{'req/s':>7}{'tok/s':>8}")
+    lines = [head, "-" * len(head)]
+    for s in summaries:
+        tri = lambda d: "/".join(_ms(d.get(k)) for k in ("p50", "p95", "p99"))  # noqa: E731
+        jitter = "-" if s.jitter is None else f"{s.jitter:.1f}"
+        lines.append(f"{s.step:<16}{s.requests:>6}{s.ok:>6}{s.error_rate * 100:>6.2f}%  {tri(s.ttft):>21}  "
+                     f"{tri(s.tpot):>20}  {tri(s.e2e):>21}{jitter:>8}{s.rps:>7.1f}{s.output_tps:>8.0f}")
+        notes = []
+        if s.errors:
+            notes.append("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items())))
+        if s.cancelled:
+            notes.append(f"cancelled at the end: {s.cancelled}")
+        if s.open_loop and s.late_requests:
+            notes.append(f"generator fell behind: {s.late_requests} requests sent >10 ms late "
+                         f"(worst {s.max_lag_s * 1000:.0f} ms); latency counts from the intended time")
+        if s.token_counts != "exact":
+            notes.append(f"token counts: {s.token_counts}")
+        for n in notes:
+            lines.append(f"{'':<16}  {n}")
+    return "\n".join(lines)
