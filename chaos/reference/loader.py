@@ -48,6 +48,8 @@ def save_checkpoint(model: CausalLM, path: str) -> None:
 
     from safetensors.torch import save_file
 
+    if getattr(model, "fused", False):
+        raise ValueError("save_checkpoint needs an unfused model (fuse() merges the HF projections)")
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(model.config.to_hf_dict(), f, indent=2)

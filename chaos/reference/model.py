@@ -37,10 +37,13 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", freqs.cos(), persistent=False)
         self.register_buffer("sin", freqs.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def lookup(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin for these positions, [T, 1, head_dim/2]: looked up once a step, used by every layer."""
+        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+
+    @staticmethod
+    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         # x: [T, heads, head_dim]; rotate-half convention, as HF Llama/Qwen.
-        cos = self.cos[positions].unsqueeze(1).to(x.dtype)
-        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
@@ -59,16 +62,27 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         else:
             self.q_norm = self.k_norm = None
-        self.rope = rope
 
-    def forward(self, x, positions, kv_cache, meta: AttentionMetadata):
+    def fuse(self) -> None:
+        """One [q; k; v] matmul instead of three (after weights are loaded; HF names exist before)."""
+        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        self.qkv_proj = nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+        self.qkv_proj.weight.data.copy_(w)
+        del self.q_proj, self.k_proj, self.v_proj
+
+    def forward(self, x, rope_cs, kv_cache, meta: AttentionMetadata):
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        if hasattr(self, "qkv_proj"):
+            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            q, k, v = self.qkv_proj(x).split([nq, nkv, nkv], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rope(q, positions), self.rope(k, positions)
+        q, k = RotaryEmbedding.apply(q, *rope_cs), RotaryEmbedding.apply(k, *rope_cs)
         out = paged_attention(q, k, v, kv_cache[0], kv_cache[1], meta)
         return self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
 
@@ -80,7 +94,16 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
+    def fuse(self) -> None:
+        w = torch.cat([self.gate_proj.weight, self.up_proj.weight])
+        self.gate_up_proj = nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=w.dtype)
+        self.gate_up_proj.weight.data.copy_(w)
+        del self.gate_proj, self.up_proj
+
     def forward(self, x):
+        if hasattr(self, "gate_up_proj"):
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -92,15 +115,15 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, positions, kv_cache, meta):
-        x = x + self.self_attn(self.input_layernorm(x), positions, kv_cache, meta)
+    def forward(self, x, rope_cs, kv_cache, meta):
+        x = x + self.self_attn(self.input_layernorm(x), rope_cs, kv_cache, meta)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Backbone(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        rope = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta)
+        self.rotary_emb = rope = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta)
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg, rope) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -128,9 +151,18 @@ class CausalLM(nn.Module):
     def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata) -> torch.Tensor:
         """Hidden states at the positions meta.logits_indices picks, ready for compute_logits."""
         x = self.model.embed_tokens(input_ids)
+        rope_cs = self.model.rotary_emb.lookup(positions, x.dtype)
         for layer, kv_cache in zip(self.model.layers, kv_caches):
-            x = layer(x, positions, kv_cache, meta)
+            x = layer(x, rope_cs, kv_cache, meta)
         return self.model.norm(x[meta.logits_indices])
+
+    def fuse(self) -> "CausalLM":
+        """Fuse projections for inference; the model can no longer load or save HF tensors."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
+        self.fused = True
+        return self
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()

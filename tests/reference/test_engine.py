@@ -154,3 +154,29 @@ def test_random_weights_are_seeded():
     a = make_engine().model_runner.model.lm_head.weight
     b = make_engine().model_runner.model.lm_head.weight
     assert torch.equal(a, b)
+
+
+def test_prompt_token_counter_counts_cached_requests_too():
+    e = make_engine()
+    shared = prompts(1, seed=2, lo=100, hi=101)[0]
+    e.generate([shared + [1, 2, 3]], GREEDY)
+    e.generate([shared + [4, 5, 6]], GREEDY)
+    assert e.block_manager.prefix_hits > 0
+    assert e.num_prompt_tokens_total == 2 * (len(shared) + 3)
+
+
+def test_arrivals_are_admitted_while_a_long_prompt_prefills():
+    e = make_engine(max_num_batched_tokens=64)
+    e.add_request("long", prompts(1, seed=9, lo=900, hi=901)[0], GREEDY)
+    e.step()
+    e.add_request("short", prompts(1, seed=1, lo=10, hi=11)[0], GREEDY)
+    first_short = first_long = None
+    for step in range(1, 200):
+        for o in e.step():
+            if o.token_ids and o.request_id == "short" and first_short is None:
+                first_short = step
+            if o.token_ids and o.request_id == "long" and first_long is None:
+                first_long = step
+        if first_long:
+            break
+    assert first_short is not None and first_short < first_long

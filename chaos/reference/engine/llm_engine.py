@@ -93,8 +93,6 @@ class LLMEngine:
         sampled = self.model_runner.run(scheduled)
         self.num_steps += 1
         for seq in scheduled:
-            if seq.num_computed_tokens == 0:
-                self.num_prompt_tokens_total += seq.num_prompt_tokens  # counted once per (re)compute start
             seq.num_computed_tokens += seq.scheduled_tokens
             self.block_manager.commit_full_blocks(seq)
             token = sampled.get(seq.request_id)
@@ -106,6 +104,7 @@ class LLMEngine:
         first = seq.first_token_time is None
         if first:
             seq.first_token_time = time.monotonic()
+            self.num_prompt_tokens_total += seq.num_prompt_tokens  # once a request, cached or not (as vLLM)
         seq.token_ids.append(token)
         self.num_generation_tokens_total += 1
         params, text = seq.params, self.texts[seq.request_id]

@@ -36,23 +36,16 @@ class ModelRunner:
             load_checkpoint(model, config.checkpoint)
         else:
             model.init_random(cfg.seed, cfg.init_std)
-        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        self.model = model.to(device=self.device, dtype=self.dtype).eval().fuse()
         slots = config.num_kv_blocks * config.block_size
         shape = (2, slots, cfg.num_key_value_heads, cfg.head_dim)
         self.kv_caches = [torch.zeros(shape, device=self.device, dtype=self.dtype)
                           for _ in range(cfg.num_hidden_layers)]
-        self._block_offsets = torch.arange(config.block_size, dtype=torch.long)
         self.sampler = Sampler(self.device, min(VOCAB_SIZE, cfg.vocab_size))
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.config.block_size, seq.block_table
         return [table[p // bs] * bs + p % bs for p in range(start, end)]
-
-    def _context_slots(self, seq: Sequence, context_len: int) -> torch.Tensor:
-        """Slots of positions [0, context_len), built per block rather than per position."""
-        bs = self.config.block_size
-        table = torch.tensor(seq.block_table[:-(-context_len // bs)], dtype=torch.long)
-        return (table.unsqueeze(1) * bs + self._block_offsets).flatten()[:context_len]
 
     def prepare(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[Sequence]]:
         input_ids: list[int] = []
@@ -74,25 +67,23 @@ class ModelRunner:
             (decodes if n == 1 else prefills).append((offset, seq))
 
         dev = self.device
+        bs = self.config.block_size
         long = dict(dtype=torch.long, device=dev)
         meta = AttentionMetadata(slot_mapping=torch.tensor(slot_mapping, **long),
-                                 logits_indices=torch.tensor(logits_indices, **long))
+                                 logits_indices=torch.tensor(logits_indices, **long), block_size=bs)
         if decodes:
-            max_ctx = max(s.num_computed_tokens + 1 for _, s in decodes)
-            slots = torch.zeros((len(decodes), max_ctx), dtype=torch.long)
-            lens = []
-            for row, (_, s) in enumerate(decodes):
-                ctx = s.num_computed_tokens + 1
-                slots[row, :ctx] = self._context_slots(s, ctx)
-                lens.append(ctx)
+            lens = [s.num_computed_tokens + 1 for _, s in decodes]
+            max_blocks = -(-max(lens) // bs)
+            tables = [s.block_table[:max_blocks] + [0] * (max_blocks - len(s.block_table[:max_blocks]))
+                      for _, s in decodes]
             meta.decode_indices = torch.tensor([o for o, _ in decodes], **long)
-            meta.decode_slots = slots.to(dev)
-            meta.decode_mask = (torch.arange(max_ctx, device=dev).unsqueeze(0)
-                                < torch.tensor(lens, **long).unsqueeze(1)).view(len(decodes), 1, 1, max_ctx)
+            meta.decode_block_tables = torch.tensor(tables, **long)
+            meta.decode_mask = (torch.arange(max_blocks * bs, device=dev).unsqueeze(0)
+                                < torch.tensor(lens, **long).unsqueeze(1)).view(len(decodes), 1, 1, -1)
         for offset, s in prefills:
             start, n = s.num_computed_tokens, s.scheduled_tokens
-            ctx_slots = None if start == 0 else self._context_slots(s, start + n).to(dev)
-            meta.prefills.append(PrefillChunk(offset, n, start + n, ctx_slots))
+            table = None if start == 0 else torch.tensor(s.block_table[:-(-(start + n) // bs)], **long)
+            meta.prefills.append(PrefillChunk(offset, n, start + n, table))
         return (torch.tensor(input_ids, **long), torch.tensor(positions, **long), meta, sampling)
 
     @torch.inference_mode()

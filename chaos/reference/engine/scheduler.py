@@ -2,7 +2,8 @@
 
 One token budget per step (max_num_batched_tokens) is shared by all sequences. Running
 sequences go first, oldest first, so a long prompt is prefilled a chunk at a time and
-never stalls the decodes around it. When the KV cache runs out, the newest running
+never stalls the decodes around it; while requests wait, a prefill chunk takes at most a
+quarter of the budget, so arrivals are admitted instead of queueing behind it. When the KV cache runs out, the newest running
 sequence is preempted: its blocks are freed and it is recomputed later (its prefix may
 still be cached). A sequence that cannot fit even alone fails cleanly instead of
 looping.
@@ -21,6 +22,7 @@ class Scheduler:
     def __init__(self, config: EngineConfig, block_manager: BlockManager):
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.long_prefill_chunk = max(1, config.max_num_batched_tokens // 4)
         self.block_manager = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -62,6 +64,8 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(seq.num_pending_tokens, budget)
+            if n > 1 and self.waiting:
+                n = min(n, self.long_prefill_chunk)  # leave room so arrivals are not held behind a long prompt
             while not bm.can_append(seq, seq.num_computed_tokens + n):
                 victim = self.running.pop()  # newest; never one already scheduled (those are before i)
                 if victim is seq and i == 0:
