@@ -7,7 +7,7 @@ import sys
 import time
 
 from .driver import LoadConfig, LoadError, Timeouts, run_load
-from .shapes import arrival_rate, fixed, parse_duration, ramp, steps
+from .shapes import arrival_rate, fixed, parse_duration, ramp, replay, steps
 from .workloads import WorkloadSpec, parse_mix
 
 EPILOG = """examples:
@@ -17,6 +17,7 @@ EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --mix chat=3,prefix=1 --ramp 1:64 --duration 2m
   chaos load http://127.0.0.1:8000 --workload chat --rate 5,10,20 --poisson --step-duration 30s
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --rate 2 --duration 1m
+  chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 4 --duration 5m
   chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
 
 Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (time per output token
@@ -39,6 +40,8 @@ def register(sub, formatter) -> None:
     g.add_argument("--output-tokens", help="override max_tokens: N or LO-HI")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--replay", metavar="FILE", help="JSONL of OpenAI request bodies (with optional timestamp)")
+    g.add_argument("--replay-speed", type=float, metavar="X",
+                   help="replay at the log's own timing (its timestamps), X times faster; needs timestamps")
     g.add_argument("--model", help="model id (default: the first one GET /v1/models lists)")
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     g.add_argument("--no-stream", action="store_true", help="send non-streamed requests")
@@ -85,14 +88,23 @@ def build_config(a) -> LoadConfig:
         specs = [(WorkloadSpec(name, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
                                temperature=a.temperature), w) for name, w in mix]
     kw = dict(max_requests=a.max_requests, stop_timeout=parse_duration(a.stop_timeout))
-    chosen = [x for x in ("users", "steps", "ramp", "rate") if getattr(a, x)]
+    chosen = [x for x in ("users", "steps", "ramp", "rate", "replay_speed") if getattr(a, x)]
     if len(chosen) > 1:
         raise ValueError(f"choose one load shape, not {' and '.join('--' + c for c in chosen)}")
+    if a.replay_speed and not a.replay:
+        raise ValueError("--replay-speed needs --replay FILE")
+    if a.replay_speed:
+        from .workloads import load_replay
+
+        if any(e.get("offset_s") is None for e in load_replay(a.replay)):
+            raise ValueError(f"{a.replay}: --replay-speed needs a numeric 'timestamp' on every line")
     if a.steps:
         plan = steps([int(x) for x in a.steps.split(",")], parse_duration(a.step_duration), a.spawn_rate, **kw)
     elif a.ramp:
         lo, _, hi = a.ramp.partition(":")
         plan = ramp(int(lo), int(hi), parse_duration(a.duration), **kw)
+    elif a.replay_speed:
+        plan = replay(parse_duration(a.duration), a.replay_speed, a.max_users, **kw)
     elif a.rate:
         rates = [float(x) for x in a.rate.split(",")]
         d = parse_duration(a.step_duration if len(rates) > 1 else a.duration)

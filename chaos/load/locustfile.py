@@ -67,7 +67,7 @@ class Process:
             self.budget = share + (1 if self.index < extra else 0)
         self.t0 = time.time()
         self.next_request = self.index
-        if PLAN.open_loop:
+        if PLAN.open_loop and not PLAN.replay_speed:
             self.schedule = ArrivalSchedule(PLAN, self.t0, self.count, self.index, CFG["workload"]["seed"])
 
     def take_index(self) -> int | None:
@@ -187,19 +187,33 @@ class LLMUser(FastHttpUser):
     def one_request(self):
         if PROC.t0 is None:
             PROC.start(self.environment.runner)
-        if PROC.schedule is not None:
-            t_sched = PROC.schedule.next()
-            if t_sched is None:
-                gevent.sleep(0.5)  # the plan is over; the shape ends the run
+        if PLAN.replay_speed:
+            index = PROC.take_index()
+            if index is None:
+                self._budget_spent()
                 return
+            req = WORKLOAD.request(index)
+            offset = (req.offset_s or 0.0) / PLAN.replay_speed
+            if offset >= PLAN.duration:
+                PROC.budget = 0  # the log runs past the plan: nothing more to send
+                gevent.sleep(0.5)
+                return
+            t_sched = PROC.t0 + offset
             gevent.sleep(max(0.0, t_sched - time.time()))
         else:
-            t_sched = time.time()
-        index = PROC.take_index()
-        if index is None:
-            self._budget_spent()
-            return
-        req = WORKLOAD.request(index)
+            if PROC.schedule is not None:
+                t_sched = PROC.schedule.next()
+                if t_sched is None:
+                    gevent.sleep(0.5)  # the plan is over; the shape ends the run
+                    return
+                gevent.sleep(max(0.0, t_sched - time.time()))
+            else:
+                t_sched = time.time()
+            index = PROC.take_index()
+            if index is None:
+                self._budget_spent()
+                return
+            req = WORKLOAD.request(index)
         PROC.in_flight += 1
         try:
             rec = self.run_request(req, t_sched)

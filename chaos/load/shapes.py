@@ -51,11 +51,14 @@ class LoadPlan:
     stages: list[Stage]
     max_requests: int | None = None
     stop_timeout: float = 10.0  # how long in-flight requests may finish after the last stage
-    kind: str = "users"  # users | steps | ramp | rate
+    kind: str = "users"  # users | steps | ramp | rate | replay
+    replay_speed: float | None = None  # replay at the log's own timing, this many times faster
 
     def __post_init__(self):
         if not self.stages:
             raise ValueError("a load plan needs at least one stage")
+        if self.replay_speed is not None and self.replay_speed <= 0:
+            raise ValueError("replay speed must be > 0")
         if self.max_requests is not None and self.max_requests < 1:
             raise ValueError("max_requests must be >= 1")
 
@@ -65,7 +68,7 @@ class LoadPlan:
 
     @property
     def open_loop(self) -> bool:
-        return self.stages[0].rate is not None
+        return self.stages[0].rate is not None or self.replay_speed is not None
 
     def stage_at(self, t: float) -> tuple[int, Stage] | None:
         """The stage in force t seconds after the start; None once the plan is over."""
@@ -92,7 +95,8 @@ class LoadPlan:
     @classmethod
     def from_dict(cls, d: dict) -> "LoadPlan":
         return cls(stages=[Stage(**s) for s in d["stages"]], max_requests=d.get("max_requests"),
-                   stop_timeout=d.get("stop_timeout", 10.0), kind=d.get("kind", "users"))
+                   stop_timeout=d.get("stop_timeout", 10.0), kind=d.get("kind", "users"),
+                   replay_speed=d.get("replay_speed"))
 
 
 def fixed(users: int, duration: float, spawn_rate: float | None = None, **kw) -> LoadPlan:
@@ -114,6 +118,12 @@ def arrival_rate(rates: list[float], stage_duration: float, poisson: bool = Fals
                  **kw) -> LoadPlan:
     return LoadPlan([Stage(f"rate={r:g}/s", stage_duration, max_users, float(max_users), rate=r, poisson=poisson)
                      for r in rates], kind="rate", **kw)
+
+
+def replay(duration: float, speed: float = 1.0, max_users: int = 256, **kw) -> LoadPlan:
+    """Send each logged request at its original offset divided by speed (open loop)."""
+    return LoadPlan([Stage(f"replay x{speed:g}", duration, max_users, float(max_users))], kind="replay",
+                    replay_speed=speed, **kw)
 
 
 class ArrivalSchedule:

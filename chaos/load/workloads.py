@@ -145,10 +145,10 @@ class Workload:
         rng = random.Random(seed ^ 0x5EED)
         self.system_prompt = filler_text(rng, self.counter.bytes_for(system_prompt_tokens),
                                          "You are the support assistant of an online shop. Policies:")
-        self._replay: dict[str, list[dict]] = {}
+        self._replay_entries: dict[str, list[dict]] = {}
         for spec, _ in specs:
             if spec.name == "replay":
-                self._replay[spec.replay_file] = load_replay(spec.replay_file)
+                self._replay_entries[spec.replay_file] = load_replay(spec.replay_file)
 
     def request(self, index: int) -> LLMRequest:
         rng = random.Random(self.seed * 1_000_003 + index)
@@ -197,7 +197,7 @@ class Workload:
         return self._chat_request("json", spec, rng, msgs, expect_json=True)
 
     def _replay(self, spec, rng, i):
-        entries = self._replay[spec.replay_file]
+        entries = self._replay_entries[spec.replay_file]
         e = entries[i % len(entries)]
         body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",
                                                       "stream_options")}

@@ -1,0 +1,136 @@
+"""A scripted OpenAI-style SSE server for the load tests: its timing and its misbehaviour are ours.
+
+Raw asyncio TCP, so it can do what a framework would not: reset the connection, stall
+before the headers, send garbage, end a stream without [DONE]. It runs on loopback in a
+thread of the test process and counts what it received.
+"""
+
+import asyncio
+import json
+import socket
+import struct
+import threading
+
+
+class ScriptedServer:
+    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5):
+        self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
+        self.received = 0
+        self.loop = asyncio.new_event_loop()
+        self.port = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        async def shutdown():
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self._server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+
+    async def _handle(self, reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode().split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:] if l)}
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                if path.endswith("/models"):
+                    await self._send_json(writer, 200, {"object": "list", "data": [{"id": "scripted",
+                                                                                   "owned_by": "tests"}]})
+                    continue
+                self.received += 1
+                keep = await self._respond(writer, json.loads(body or b"{}"), headers)
+                if not keep:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            if not writer.is_closing():
+                writer.close()
+
+    async def _send_json(self, writer, status, obj, extra=""):
+        data = json.dumps(obj).encode()
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                     f"{extra}\r\n".encode() + data)
+        await writer.drain()
+
+    def _chunk(self, text):
+        obj = {"id": "x", "object": "chat.completion.chunk", "system_fingerprint": "scripted",
+               "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        return self._sse(obj)
+
+    @staticmethod
+    def _sse(obj):
+        data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+    async def _respond(self, writer, body, headers) -> bool:
+        mode = self.mode
+        if mode == "stall":  # accept, read, never answer
+            await asyncio.sleep(3600)
+        if mode == "http429":
+            await self._send_json(writer, 429, {"error": {"message": "slow down", "type": "requests", "param": None,
+                                                          "code": "rate_limit_exceeded"}},
+                                  "Retry-After: 0\r\nretry-after-ms: 10\r\n")
+            return True
+        if mode == "reset_early":
+            self._reset(writer)
+            return False
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                     b"x-served-by: scripted-1\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(self.first_delay)
+        text = "{\"a\": 1}" if mode == "json_ok" else "tok"
+        pieces = [text] if mode == "json_ok" else ["not json", " at all"] if mode == "json_bad" else [text] * self.tokens
+        for i, piece in enumerate(pieces):
+            if i:
+                await asyncio.sleep(self.gap)
+            if mode == "reset_mid" and i == 2:
+                self._reset(writer)
+                return False
+            if mode == "error_event" and i == 2:
+                writer.write(self._sse({"error": {"message": "engine died", "type": "server_error",
+                                                  "code": "engine_dead"}}))
+                break
+            if mode == "garbage" and i == 2:
+                writer.write(self._sse(b"{this is not json"))
+                continue
+            writer.write(self._chunk(piece))
+            await writer.drain()
+        if mode != "no_done":
+            usage = {"id": "x", "object": "chat.completion.chunk", "choices": [],
+                     "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces), "total_tokens": 3 + len(pieces)}}
+            writer.write(self._sse(usage) + self._sse(b"[DONE]"))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    @staticmethod
+    def _reset(writer):
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()

@@ -1,0 +1,144 @@
+"""Pure parts of chaos.load: SSE parsing, workloads, plans and schedules, summaries."""
+
+import json
+import random
+
+import pytest
+
+from chaos.load.records import RequestRecord
+from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, parse_duration, ramp, steps
+from chaos.load.sse import StreamState, error_code_of
+from chaos.load.summary import summarize
+from chaos.load.workloads import Workload, WorkloadSpec, load_replay, parse_mix
+from chaos.reference.tokenizer import ByteTokenizer
+
+
+def test_stream_state_reads_chat_and_completion_chunks():
+    s = StreamState()
+    assert s.feed(b": keep-alive\n") == ""
+    assert s.feed('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}') == ""
+    assert s.feed('data: {"system_fingerprint":"r1","choices":[{"delta":{"content":"Hi"}}]}\n') == "Hi"
+    assert s.feed('data: {"choices":[{"text":" there","finish_reason":"stop"}]}') == " there"
+    assert s.feed('data: {"choices":[],"usage":{"completion_tokens":2}}') == ""
+    assert s.feed("data: [DONE]") == "" and s.done
+    assert s.text == "Hi there" and s.usage["completion_tokens"] == 2 and s.served_by == "r1"
+    assert s.finish_reason == "stop" and s.malformed is None
+
+
+def test_stream_state_flags_garbage_and_error_events():
+    s = StreamState()
+    s.feed("data: {not json")
+    assert "not JSON" in s.malformed
+    e = StreamState()
+    e.feed('data: {"error": {"message": "boom", "code": "engine_dead"}}')
+    assert e.error["code"] == "engine_dead"
+    assert error_code_of(b'{"error": {"code": "rate_limit_exceeded", "message": "m"}}') == ("rate_limit_exceeded", "m")
+    assert error_code_of(b"<html>bad gateway</html>")[0] is None
+
+
+def test_durations():
+    assert parse_duration("90s") == 90 and parse_duration("2m") == 120 and parse_duration("250ms") == 0.25
+    assert parse_duration(5) == 5.0
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration("soon")
+
+
+def test_workloads_are_reproducible_and_exact_for_the_byte_tokenizer():
+    w1 = Workload([(WorkloadSpec("rag"), 1), (WorkloadSpec("chat"), 2)], seed=4)
+    w2 = Workload([(WorkloadSpec("rag"), 1), (WorkloadSpec("chat"), 2)], seed=4)
+    tok = ByteTokenizer()
+    cases = set()
+    for i in range(30):
+        a, b = w1.request(i), w2.request(i)
+        assert a.body == b.body
+        assert a.input_tokens == len(tok.apply_chat_template(a.body["messages"]))
+        cases.add(a.case)
+        if a.case == "rag":
+            assert a.input_tokens == 3000 and 200 <= a.body["max_tokens"] <= 500
+    assert cases == {"rag", "chat"}
+    long = Workload([(WorkloadSpec("long"), 1)]).request(0)
+    assert long.input_tokens >= 10000
+    est = Workload([(WorkloadSpec("rag"), 1)], tokenizer="estimate").request(0)
+    assert est.input_tokens_source == "estimate" and abs(est.input_tokens - 3000) < 60
+
+
+def test_prefix_workload_shares_its_system_prompt_and_json_asks_for_json():
+    w = Workload([(WorkloadSpec("prefix"), 1)], seed=1)
+    sys_prompts = {w.request(i).body["messages"][0]["content"] for i in range(5)}
+    assert len(sys_prompts) == 1
+    assert w.request(0).body["messages"][1]["content"] != w.request(1).body["messages"][1]["content"]
+    j = Workload([(WorkloadSpec("json"), 1)]).request(0)
+    assert j.expect_json and j.body["response_format"] == {"type": "json_object"}
+
+
+def test_replay_file_keeps_cases_and_timing(tmp_path):
+    p = tmp_path / "log.jsonl"
+    lines = [{"messages": [{"role": "user", "content": "hi"}], "timestamp": 100.0, "case": "greeting"},
+             {"prompt": "", "timestamp": 101.5},
+             {"messages": [{"role": "user", "content": "x" * 50}], "max_tokens": 3, "timestamp": 103.0}]
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    w = Workload([(WorkloadSpec("replay", replay_file=str(p)), 1)])
+    reqs = [w.request(i) for i in range(4)]
+    assert [r.case for r in reqs[:3]] == ["greeting", "replay", "replay"]
+    assert [r.offset_s for r in reqs[:3]] == [0.0, 1.5, 3.0]
+    assert reqs[3].offset_s == 4.0  # the second pass continues after the first
+    assert reqs[1].endpoint == "completion" and reqs[1].body["prompt"] == ""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": []}\nnot json\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2: not JSON"):
+        load_replay(str(bad))
+
+
+def test_mix_and_spec_errors():
+    assert parse_mix("chat=3, rag=1") == [("chat", 3.0), ("rag", 1.0)]
+    with pytest.raises(ValueError, match="unknown workload"):
+        WorkloadSpec("poetry")
+    with pytest.raises(ValueError, match="range"):
+        WorkloadSpec("chat", input_tokens="many")
+
+
+def test_plans():
+    p = steps([10, 50, 100], 30)
+    assert p.duration == 90 and p.users_at(45) == (50, 50.0, "users=50") and p.users_at(95) is None
+    r = ramp(0 + 1, 41, 40)
+    assert r.users_at(0)[0] == 1 and r.users_at(20)[0] == 21 and r.users_at(39.9)[0] == 41
+    assert fixed(8, 10).stage_at(3)[1].users == 8
+    with pytest.raises(ValueError):
+        fixed(0, 10)
+
+
+@pytest.mark.parametrize("poisson", [False, True])
+def test_arrival_schedules_split_across_processes_keep_the_rate(poisson):
+    plan = arrival_rate([20, 40], 10, poisson=poisson)
+    times = []
+    for idx in range(3):
+        s = ArrivalSchedule(plan, 1000.0, share=3, index=idx, seed=7)
+        while (t := s.next()) is not None:
+            times.append(t)
+    first = [t for t in times if t < 1010]
+    second = [t for t in times if t >= 1010]
+    assert all(1000 <= t < 1020 for t in times)
+    tol = 0.25 if poisson else 0.02
+    assert abs(len(first) - 200) <= 200 * tol and abs(len(second) - 400) <= 400 * tol
+    if not poisson:
+        gaps = [b - a for a, b in zip(sorted(first), sorted(first)[1:])]
+        assert max(gaps) - min(gaps) < 1e-6  # evenly spaced, even across three processes
+
+
+def rec(i, outcome="ok", t0=0.0, ttft=0.1, e2e=1.0, tokens=11, lag=0.0):
+    return RequestRecord(id=str(i), case="chat", endpoint="chat", stream=True, t_sched=t0, t_start=t0 + lag,
+                         t_first=t0 + lag + ttft, t_end=t0 + lag + e2e, outcome=outcome, output_tokens=tokens)
+
+
+def test_summary_percentiles_errors_throughput_and_lag():
+    rng = random.Random(1)
+    rs = [rec(i, t0=i * 0.1, e2e=1.0 + rng.random(), lag=0.05 if i < 5 else 0.0) for i in range(100)]
+    rs += [rec(100 + i, outcome="timeout") for i in range(3)] + [rec(200, outcome="cancelled")]
+    s = summarize(rs, "step", open_loop=True, duration_s=10.0)
+    assert s.requests == 104 and s.ok == 100 and s.cancelled == 1
+    assert s.errors == {"timeout": 3} and s.error_rate == pytest.approx(3 / 103)
+    assert s.e2e["p50"] < s.e2e["p95"] < s.e2e["p99"] <= 2.05 + 0.05
+    assert s.jitter == pytest.approx(s.e2e["p99"] / s.e2e["p50"])
+    assert s.tpot["p50"] == pytest.approx((s.e2e["p50"] - 0.1) / 10, rel=0.2)
+    assert s.rps == pytest.approx(10.0) and s.output_tps == pytest.approx(110.0)
+    assert s.late_requests == 5 and s.max_lag_s == pytest.approx(0.05)
