@@ -17,6 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chaos", formatter_class=Formatter,
         description="Chaos engineering and fault injection for LLM inference services.",
         epilog="examples:\n"
+               "  chaos run experiments/kill-instance.yaml       # one experiment, start to report\n"
+               "  chaos validate experiments/*.yaml\n"
                "  chaos reference serve --port 8000            # the bundled OpenAI-compatible server\n"
                "  chaos reference demo                         # start one, stream a few requests, stop it\n"
                "  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s\n"
@@ -25,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from .load import cli as load_cli
     from .reference import cli as reference_cli
+    from .run import cli as run_cli
 
+    run_cli.register(sub, Formatter)
     load_cli.register(sub, Formatter)
     reference_cli.register(sub, Formatter)
     return parser

@@ -56,6 +56,7 @@ class LoadConfig:
     think_time: float = 0.0
     workers: int = 0  # 0: one local process; N: a master and N workers on loopback
     ui_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT while running
+    also: list[str] = field(default_factory=list)  # more base URLs: requests rotate over target + these
 
     def __post_init__(self):
         u = urlparse(self.target)
@@ -159,6 +160,11 @@ def calibrate(cfg: LoadConfig, model: str, tokenizer: str, n: int = 6) -> tuple[
     return max(ttfts), max(e2es)
 
 
+def _api_base(url: str) -> str:
+    u = urlparse(url)
+    return f"{u.scheme}://{u.netloc}{u.path.rstrip('/') or '/v1'}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -208,6 +214,7 @@ class LoadRun:
                                      "replay_file": s.replay_file}, w] for s, w in cfg.workload],
                          "seed": cfg.seed, "tokenizer": self.tokenizer},
             "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
+            "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]],
             "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
             "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
             "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "workers": max(1, cfg.workers),

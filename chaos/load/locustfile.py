@@ -216,7 +216,7 @@ class LLMUser(FastHttpUser):
             req = WORKLOAD.request(index)
         PROC.in_flight += 1
         try:
-            rec = self.run_request(req, t_sched)
+            rec = self.run_request(req, t_sched, index)
         finally:
             PROC.in_flight -= 1
         PROC.add(rec)
@@ -244,12 +244,13 @@ class LLMUser(FastHttpUser):
                 tpot = (rec.t_end - rec.t_first) / (rec.output_tokens - 1)
                 fire(name=f"TPOT {rec.case}", response_time=tpot * 1000, response_length=0, exception=None, **base)
 
-    def run_request(self, req, t_sched: float) -> RequestRecord:
+    def run_request(self, req, t_sched: float, index: int = 0) -> RequestRecord:
         stream = CFG["stream"]
         body = {"model": CFG["model"], **req.body, "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
-        path = CFG["base_path"] + ("/chat/completions" if req.endpoint == "chat" else "/completions")
+        hosts = CFG["hosts"]  # absolute API bases; several rotate (client-side balancing, no health checks)
+        path = hosts[index % len(hosts)] + ("/chat/completions" if req.endpoint == "chat" else "/completions")
         rec = RequestRecord(id=uuid.uuid4().hex, case=req.case, endpoint=req.endpoint, stream=stream,
                             t_sched=t_sched, t_start=time.time(), input_tokens=req.input_tokens,
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,

@@ -1,0 +1,18 @@
+"""Fault families. Each is one module with a Fault subclass: apply, revert (idempotent), describe.
+
+Adding one is like adding a Locust user: subclass Fault, give it a `type`, and register it
+in FAULT_TYPES; its schema lives in chaos/experiment/schema.py.
+"""
+
+from .base import Fault, FaultContext
+from .instance import KillInstance, PauseInstance
+from .server_hook import ServerHook
+
+FAULT_TYPES: dict[str, type[Fault]] = {cls.type: cls for cls in (KillInstance, PauseInstance, ServerHook)}
+
+
+def make_fault(spec, target) -> Fault:
+    return FAULT_TYPES[spec.type](spec, target)
+
+
+__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "make_fault"]

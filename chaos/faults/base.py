@@ -1,0 +1,56 @@
+"""The fault interface the runner drives."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FaultContext:
+    """What a fault may use while a run is live."""
+
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    should_stop: object = lambda: False  # callable: True once the run is being interrupted
+    log: object = print  # callable(str)
+
+
+class Fault:
+    type = "base"
+    summary = ""  # one line for `chaos list faults`
+
+    def __init__(self, spec, target):
+        self.spec = spec
+        self.target = target
+        self.applied = False
+        self.reverted = False
+        self.revert_at: float | None = None  # seconds after load start; None: at teardown
+
+    def plan(self, ctx: FaultContext) -> dict:
+        """Decide what apply will touch and return it for the journal, which is written BEFORE apply,
+        so `chaos recover` can undo it from the journal alone."""
+        return {}
+
+    def apply(self, ctx: FaultContext) -> None:
+        raise NotImplementedError
+
+    def revert(self, ctx: FaultContext) -> None:
+        """Undo apply. Safe to call twice, and after a failed or partial apply."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.type} at {self.spec.at:g}s"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        """Undo using only what plan() journaled (the run's process is gone). Returns what was done."""
+        return "nothing to undo"
+
+    def _pick(self, ctx: FaultContext, default_count: int = 1) -> list:
+        inst = self.spec.params.get("instance", 0)
+        count = self.spec.params.get("count", default_count)
+        pool = self.target.instances
+        if inst == "random":
+            return ctx.rng.sample(pool, min(count, len(pool)))
+        start = int(inst)
+        return [pool[(start + k) % len(pool)] for k in range(min(count, len(pool)))]

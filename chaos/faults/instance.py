@@ -1,0 +1,91 @@
+"""Instance faults: kill (SIGKILL or SIGTERM, N of M, restart after a delay) and pause/resume."""
+
+from __future__ import annotations
+
+import signal
+
+from ..targets.base import signal_group
+from .base import Fault, FaultContext
+
+
+class KillInstance(Fault):
+    type = "kill_instance"
+    summary = "kill instances (signal, count: N of M); restart them after restart_after"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self.victims = []
+        self.sig = getattr(signal, spec.params.get("signal", "SIGKILL"))
+        ra = spec.params.get("restart_after")
+        self.revert_at = None if ra is None else spec.at + ra
+
+    def plan(self, ctx: FaultContext) -> dict:
+        self.victims = self._pick(ctx)
+        return {"instances": [i.journal() for i in self.victims], "signal": self.sig.name}
+
+    def apply(self, ctx: FaultContext) -> None:
+        self.applied = True
+        for inst in self.victims:
+            if inst.container:
+                self.target.kill_container(inst, self.sig)
+            else:
+                self.target.kill_instance(inst, self.sig)
+
+    def revert(self, ctx: FaultContext) -> None:
+        if self.reverted or not self.applied:
+            self.reverted = True
+            return
+        self.reverted = True
+        for inst in self.victims:
+            if inst.state != "up":
+                self.target.restart_instance(inst, ctx.should_stop)
+
+    def describe(self) -> str:
+        ids = ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
+        after = "" if self.revert_at is None else f", restarted after {self.revert_at - self.spec.at:g}s"
+        return f"{self.sig.name} {ids} at {self.spec.at:g}s{after}"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        return "killed instances are not restarted by recover; the run's processes are stopped instead"
+
+
+class PauseInstance(Fault):
+    type = "pause_instance"
+    summary = "freeze instances (SIGSTOP the process group, docker pause) for duration, then resume"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self.victims = []
+        self.revert_at = spec.at + spec.params["duration"]
+
+    def plan(self, ctx: FaultContext) -> dict:
+        self.victims = self._pick(ctx)
+        return {"instances": [i.journal() for i in self.victims]}
+
+    def apply(self, ctx: FaultContext) -> None:
+        self.applied = True
+        for inst in self.victims:
+            self.target.pause_instance(inst)
+
+    def revert(self, ctx: FaultContext) -> None:
+        self.reverted = True
+        for inst in self.victims:
+            if inst.state == "paused" or self.applied:
+                self.target.resume_instance(inst)
+
+    def describe(self) -> str:
+        ids = ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
+        return f"pause {ids} at {self.spec.at:g}s for {self.spec.params['duration']:g}s"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        done = []
+        for inst in plan.get("instances", []):
+            if inst.get("container"):
+                from ..targets.docker import unpause_container
+                if unpause_container(inst["container"]):
+                    done.append(f"unpaused container {inst['container'][:12]}")
+            elif signal_group(inst.get("pgid"), inst.get("create_time"), signal.SIGCONT):
+                done.append(f"SIGCONT to process group {inst['pgid']} ({inst['id']})")
+        return "; ".join(done) or "nothing paused was left"

@@ -1,0 +1,64 @@
+"""Write report.json and report.md into the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ..load.summary import format_table
+
+
+def write_reports(run_dir: str, report: dict, steps: list) -> tuple[str, str]:
+    json_path = os.path.join(run_dir, "report.json")
+    with open(json_path, "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    md_path = os.path.join(run_dir, "report.md")
+    with open(md_path, "w") as f:
+        f.write(markdown(report, steps))
+    return json_path, md_path
+
+
+def _ts(t: float, t0: float) -> str:
+    return f"{t - t0:+8.1f}s"
+
+
+def markdown(r: dict, steps: list) -> str:
+    verdict = r["verdict"].upper()
+    lines = [f"# {r['experiment']['name']}: {verdict}", ""]
+    if r["experiment"].get("description"):
+        lines += [r["experiment"]["description"], ""]
+    lines += [f"- started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(r['started']))}, "
+              f"took {r['duration_s']:.0f}s, exit code {r['exit_code']}",
+              f"- target: {r['target'].get('kind')} `{r['target'].get('name')}`, model `{r['target'].get('model')}`, "
+              f"{len(r['target'].get('instances', []))} instance(s)"]
+    if r.get("reason"):
+        lines.append(f"- **{r['reason']}**")
+    lines += ["", "## Checks", "", "| check | result | measured | required | detail |", "|---|---|---|---|---|"]
+    for c in r["checks"]:
+        lines.append(f"| {c['name']} | {'pass' if c['passed'] else '**FAIL**'} | {c['measured']} | "
+                     f"{c['threshold']} | {c['detail']} |")
+    if not r["checks"]:
+        lines.append("| (none ran) | | | | |")
+    lines += ["", "## Load, per step", "", "```", format_table(steps) if steps else "(no requests recorded)", "```",
+              "", "Latency is P50/P95/P99, never the mean; jitter is E2E P99/P50. Errors are split by class.", ""]
+    lines += ["## Faults", ""]
+    for f in r["faults"]:
+        state = "applied" if f["applied"] else "not applied"
+        if f["applied"]:
+            state += f" at {f['applied_at'] - r['load_started']:.1f}s" if f.get("applied_at") and r.get(
+                "load_started") else ""
+            state += ", reverted" if f["reverted"] else ", NOT reverted"
+        lines.append(f"- `{f['name']}`: {f['description']} ({state})")
+    if not r["faults"]:
+        lines.append("- none")
+    lines += ["", "## Timeline", "", "| time | event | detail |", "|---|---|---|"]
+    t0 = r.get("load_started") or r["started"]
+    for e in r["timeline"]:
+        detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event") and not isinstance(v, (dict, list)))
+        lines.append(f"| {_ts(e['t'], t0)} | {e['event']} | {detail[:160]} |")
+    if r.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
+    lines += ["", f"Files: `journal.jsonl`, `requests.jsonl`, `report.json`, `experiment.resolved.json`, Locust's CSV/HTML "
+                  f"under `load/`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""`chaos run`, `validate`, `list`, `schema`, `recover`, `targets up|down`."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+from ..experiment.loader import ExperimentError
+
+RUN_EPILOG = """exit codes: 0 passed, 1 verification failed, 2 invalid input or setup failure,
+            3 aborted by a stop condition (abort_when), 130 interrupted
+
+examples:
+  chaos run experiments/kill-instance.yaml
+  chaos run experiments/kill-instance.yaml --var USERS=16 --out reports/gameday-1
+  chaos run experiments/kill-instance.yaml --dry-run        # validate and print the schedule only
+  chaos run experiments/kill-instance.yaml --json | jq .    # machine-readable events
+
+Ctrl-C stops the run and reverts every fault; a second Ctrl-C reverts faster. If the run was
+killed outright (SIGKILL, power loss), `chaos recover RUN_DIR` undoes what it left behind."""
+
+
+def register(sub, formatter) -> None:
+    p = sub.add_parser("run", help="run one experiment file", formatter_class=formatter, epilog=RUN_EPILOG,
+                       description="Start (or reach) the target, drive load, inject the faults on schedule, "
+                                   "verify what the target did, always roll faults back, and write a report "
+                                   "(report.md, report.json, journal.jsonl, requests.jsonl) to the run directory.")
+    p.add_argument("file", help="experiment YAML file")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="set ${NAME} in the file")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    p.add_argument("--out", help="run directory (default reports/NAME-UTCTIME)")
+    p.add_argument("--json", action="store_true", help="JSON lines on stdout instead of the live view")
+    p.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("validate", help="check experiment or target files", formatter_class=formatter,
+                       description="Validate files against the published schema (see `chaos schema`); every "
+                                   "problem names file:line:column and the key.",
+                       epilog="example:\n  chaos validate experiments/*.yaml targets/*.yaml")
+    v.add_argument("files", nargs="+")
+    v.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
+    v.set_defaults(func=cmd_validate)
+
+    ls = sub.add_parser("list", help="list fault types, experiments or targets", formatter_class=formatter,
+                        epilog="examples:\n  chaos list faults\n  chaos list experiments")
+    ls.add_argument("what", choices=["faults", "experiments", "targets"])
+    ls.set_defaults(func=cmd_list)
+
+    sc = sub.add_parser("schema", help="print the JSON Schema of experiment or target files",
+                        formatter_class=formatter,
+                        epilog="example (VS Code YAML extension):\n  chaos schema > .vscode/chaos-experiment.schema.json")
+    sc.add_argument("which", nargs="?", default="experiment", choices=["experiment", "target"])
+    sc.set_defaults(func=cmd_schema)
+
+    r = sub.add_parser("recover", help="undo what a killed run left behind", formatter_class=formatter,
+                       description="Read RUN_DIR/journal.jsonl; revert every fault that was applied but not "
+                                   "reverted, and stop every process the run started that still lives.",
+                       epilog="example:\n  chaos recover reports/kill-instance-20261202T120000Z")
+    r.add_argument("run_dir")
+    r.set_defaults(func=cmd_recover)
+
+    t = sub.add_parser("targets", help="start or stop a target outside a run", formatter_class=formatter,
+                       description="`up` starts a target file's instances and leaves them running (state in "
+                                   ".chaos/targets/NAME.json); `down` stops them.",
+                       epilog="examples:\n  chaos targets up targets/reference.yaml\n"
+                              "  chaos load http://127.0.0.1:PORT --users 8 --duration 30s\n"
+                              "  chaos targets down targets/reference.yaml")
+    t.add_argument("action", choices=["up", "down"])
+    t.add_argument("target_file")
+    t.set_defaults(func=cmd_targets)
+
+
+def _vars(items) -> dict:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ExperimentError([f"--var {item!r}: write NAME=VALUE"])
+        out[k] = v
+    return out
+
+
+def _problems(e: ExperimentError) -> int:
+    for p in e.problems:
+        print(f"error: {p}", file=sys.stderr)
+    return 2
+
+
+def cmd_run(a) -> int:
+    from ..experiment.model import load_experiment
+    from .runner import Runner
+    from .view import View
+
+    try:
+        exp = load_experiment(a.file, _vars(a.var))
+    except ExperimentError as e:
+        return _problems(e)
+    if a.dry_run:
+        print(f"{exp.name}: {exp.description}")
+        print(f"target: {exp.target.kind} ({exp.target.replicas} instance(s)) from {exp.target.source}")
+        print(f"load: {json.dumps(exp.load)} for {exp.load_duration:g}s")
+        for f in exp.faults:
+            print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(f.params)}")
+        print("valid; nothing started (--dry-run)")
+        return 0
+    runner = Runner(exp, a.out, View("json" if a.json else "auto"))
+    code = runner.execute()
+    rep = getattr(runner, "report", None)
+    if rep and not a.json:
+        print()
+        for c in rep["checks"]:
+            print(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']} (required {c['threshold']})")
+        print(f"\n{exp.name}: {rep['verdict'].upper()}" + (f" — {rep['reason']}" if rep.get("reason") else ""))
+        print(f"report: {os.path.join(runner.run_dir, 'report.md')}")
+    elif rep:
+        print(json.dumps({"event": "result", "verdict": rep["verdict"], "exit_code": code,
+                          "run_dir": runner.run_dir, "checks": rep["checks"]}))
+    return code
+
+
+def cmd_validate(a) -> int:
+    from ..experiment.loader import read_file
+    from ..experiment.model import load_experiment, load_target
+
+    bad = 0
+    for path in a.files:
+        try:
+            doc = read_file(path)
+            if isinstance(doc.data, dict) and "kind" in doc.data and "load" not in doc.data:
+                load_target(doc)
+                what = "target"
+            else:
+                load_experiment(path, _vars(a.var))
+                what = "experiment"
+            print(f"{path}: ok ({what})")
+        except ExperimentError as e:
+            bad += 1
+            _problems(e)
+    return 2 if bad else 0
+
+
+def cmd_list(a) -> int:
+    if a.what == "faults":
+        from ..faults import FAULT_TYPES
+        for name, cls in sorted(FAULT_TYPES.items()):
+            print(f"{name:<16} {cls.summary}")
+        return 0
+    import yaml
+    folder = "experiments" if a.what == "experiments" else "targets"
+    files = sorted(glob.glob(os.path.join(folder, "*.yaml")))
+    if not files:
+        print(f"no {folder}/*.yaml here", file=sys.stderr)
+        return 0
+    for f in files:
+        try:
+            d = yaml.safe_load(open(f)) or {}
+            desc = d.get("description") or d.get("kind", "")
+        except yaml.YAMLError:
+            desc = "(invalid YAML)"
+        print(f"{f:<40} {str(desc).strip()[:100]}")
+    return 0
+
+
+def cmd_schema(a) -> int:
+    from ..experiment import schema as S
+    print(json.dumps(S.EXPERIMENT if a.which == "experiment" else S.TARGET_FILE, indent=2))
+    return 0
+
+
+def cmd_recover(a) -> int:
+    from .recover import RecoverError, recover
+    try:
+        actions = recover(a.run_dir)
+    except RecoverError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for line in actions or ["nothing was left behind"]:
+        print(line)
+    return 0
+
+
+def cmd_targets(a) -> int:
+    from ..experiment.model import load_target
+    from ..targets import TargetError, make_target
+    from ..targets.base import stop_group, write_json
+
+    try:
+        spec, _ = load_target(a.target_file)
+    except ExperimentError as e:
+        return _problems(e)
+    state_dir = os.path.join(".chaos", "targets")
+    os.makedirs(state_dir, exist_ok=True)
+    state = os.path.join(state_dir, f"{spec.name}.json")
+    if a.action == "up":
+        if os.path.exists(state):
+            print(f"error: {spec.name} looks up already ({state}); run `chaos targets down {a.target_file}` first",
+                  file=sys.stderr)
+            return 2
+        target = make_target(spec, state_dir)
+        try:
+            target.up()
+        except TargetError as e:
+            target.down(grace=1)
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        write_json(state, target.describe())
+        for i in target.instances:
+            print(f"{i.id}: {i.url} (pid {i.pid})")
+        return 0
+    if not os.path.exists(state):
+        print(f"{spec.name} is not up (no {state})")
+        return 0
+    info = json.load(open(state))
+    for inst in info["instances"]:
+        stop_group(inst.get("pid"), inst.get("create_time"), grace=5)
+        print(f"stopped {inst['id']}")
+    os.remove(state)
+    return 0

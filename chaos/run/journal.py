@@ -1,0 +1,36 @@
+"""An append-only JSONL journal, fsynced per event: what a SIGKILLed run leaves for `chaos recover`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+class Journal:
+    def __init__(self, path: str):
+        self.path = path
+        self.t0 = time.time()
+        self._f = open(path, "a", buffering=1)
+
+    def write(self, event: str, **fields) -> dict:
+        rec = {"t": round(time.time(), 6), "event": event, **fields}
+        self._f.write(json.dumps(rec, default=str) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return rec
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+
+def read_journal(path: str) -> list[dict]:
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # the last line of a killed run may be cut
+    return out

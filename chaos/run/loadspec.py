@@ -1,0 +1,41 @@
+"""Turn an experiment's load: section into a chaos.load LoadConfig aimed at the target's instances."""
+
+from __future__ import annotations
+
+from ..load.driver import LoadConfig, Timeouts
+from ..load.shapes import arrival_rate, fixed, parse_duration, replay, steps
+from ..load.workloads import WorkloadSpec
+
+DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}
+
+
+def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str | None, out_dir: str,
+                tokenizer: str = "auto") -> LoadConfig:
+    kw = dict(max_requests=load.get("max_requests"), stop_timeout=parse_duration(load.get("stop_timeout", "5s")))
+    if "steps" in load:
+        plan = steps(load["steps"], parse_duration(load.get("step_duration", "30s")), load.get("spawn_rate"), **kw)
+    elif "rate" in load:
+        plan = arrival_rate([load["rate"]], parse_duration(load.get("duration", "60s")), load.get("poisson", False),
+                            load.get("max_users", 256), **kw)
+    elif "replay_speed" in load:
+        plan = replay(parse_duration(load.get("duration", "60s")), load["replay_speed"], load.get("max_users", 256),
+                      **kw)
+    else:
+        plan = fixed(load.get("users", 10), parse_duration(load.get("duration", "60s")), load.get("spawn_rate"), **kw)
+    common = dict(input_tokens=load.get("input_tokens"), output_tokens=load.get("output_tokens"),
+                  temperature=load.get("temperature", 0.0))
+    if "mix" in load:
+        specs = [(WorkloadSpec(name, **common), float(w)) for name, w in load["mix"].items()]
+    elif load.get("workload") == "replay" or "replay" in load:
+        specs = [(WorkloadSpec("replay", replay_file=load["replay"], temperature=common["temperature"]), 1.0)]
+    else:
+        specs = [(WorkloadSpec(load.get("workload", "chat"), **common), 1.0)]
+    t = {**DEFAULT_TIMEOUTS, **(load.get("timeouts") or {})}
+
+    def dur(v):
+        return "auto" if v == "auto" else parse_duration(v)
+
+    return LoadConfig(target=urls[0], also=urls[1:], plan=plan, workload=specs, out_dir=out_dir, model=model,
+                      seed=load.get("seed", 0), tokenizer=tokenizer, stream=load.get("stream", True),
+                      timeouts=Timeouts(parse_duration(t["connect"]), dur(t["first_token"]), dur(t["total"])),
+                      retries=load.get("retries", 0), api_key_env=api_key_env)

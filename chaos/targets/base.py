@@ -1,0 +1,223 @@
+"""What every target offers the runner: instances with URLs, health, and the verbs faults use."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+import psutil
+
+
+class TargetError(RuntimeError):
+    """The target could not be started or reached; the message says what to do."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return False
+        except OSError:
+            return True
+
+
+@dataclass
+class Instance:
+    index: int
+    id: str  # replica id: what x-served-by says
+    url: str  # base URL without /v1
+    port: int
+    pid: int | None = None  # process-group leader (its own session)
+    create_time: float | None = None  # tells a recycled PID from ours
+    container: str | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    state: str = "down"  # up | down | paused
+    log_path: str | None = None
+
+    def journal(self) -> dict:
+        return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
+                "pgid": self.pid, "create_time": self.create_time, "container": self.container}
+
+
+def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as r:
+            return 200 <= r.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def same_process(pid: int | None, create_time: float | None) -> bool:
+    """True if pid is still the process we started (not a recycled number)."""
+    if not pid:
+        return False
+    try:
+        p = psutil.Process(pid)
+        return create_time is None or abs(p.create_time() - create_time) < 0.5
+    except psutil.Error:
+        return False
+
+
+def signal_group(pid: int | None, create_time: float | None, sig: int) -> bool:
+    """Signal the process group we started (its leader's pid). False if it is gone or not ours."""
+    if not same_process(pid, create_time):
+        return False
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
+               proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM the group, wait up to grace, then SIGKILL whatever of it is left."""
+    if pid is None:
+        return
+    if same_process(pid, create_time):
+        try:
+            os.killpg(pid, signal.SIGCONT)  # a paused group cannot drain
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and same_process(pid, create_time) and not _reaped(proc):
+            time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the group: children the leader left behind go too
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc is not None:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _reaped(proc) -> bool:
+    return proc is not None and proc.poll() is not None
+
+
+class Target:
+    """Base class: a target has instances; runs start them (up) and always stop them (down)."""
+
+    kind = "base"
+    starts_processes = True
+
+    def __init__(self, spec, out_dir: str):
+        self.spec = spec
+        self.out_dir = out_dir
+        self.instances: list[Instance] = []
+        self.model: str | None = None
+        self.api_key_env: str | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        return [i.url for i in self.instances]
+
+    def up(self, should_stop=lambda: False) -> None:
+        raise NotImplementedError
+
+    def down(self, grace: float = 10.0) -> None:
+        for inst in self.instances:
+            self.stop_instance(inst, grace)
+
+    def health_url(self, inst: Instance) -> str:
+        return inst.url + self.spec.settings.get("health_path", "/health")
+
+    def healthy(self, inst: Instance) -> bool:
+        return http_ok(self.health_url(inst))
+
+    def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if should_stop():
+                raise TargetError("interrupted while waiting for the target")
+            if inst.proc is not None and inst.proc.poll() is not None:
+                raise TargetError(f"{inst.id} exited with {inst.proc.returncode} before it was healthy"
+                                  f"{self._log_tail(inst)}")
+            if self.healthy(inst):
+                inst.state = "up"
+                return
+            time.sleep(0.1)
+        raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within {timeout:.0f}s"
+                          f"{self._log_tail(inst)}; raise startup_timeout in the target file if it is just slow")
+
+    @staticmethod
+    def _log_tail(inst: Instance) -> str:
+        if inst.log_path and os.path.exists(inst.log_path):
+            tail = open(inst.log_path, errors="replace").read()[-400:].strip()
+            if tail:
+                return f"; its last output: {tail}"
+        return ""
+
+    # -- verbs for instance faults -----------------------------------------------------------------
+    def start_instance(self, inst: Instance) -> None:
+        raise NotImplementedError
+
+    def stop_instance(self, inst: Instance, grace: float = 10.0) -> None:
+        stop_group(inst.pid, inst.create_time, grace, inst.proc)
+        inst.state = "down"
+
+    def kill_instance(self, inst: Instance, sig: int) -> None:
+        signal_group(inst.pid, inst.create_time, sig)
+        if sig == signal.SIGKILL and inst.proc is not None:
+            try:
+                inst.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        inst.state = "down"
+
+    def pause_instance(self, inst: Instance) -> None:
+        signal_group(inst.pid, inst.create_time, signal.SIGSTOP)
+        inst.state = "paused"
+
+    def resume_instance(self, inst: Instance) -> None:
+        signal_group(inst.pid, inst.create_time, signal.SIGCONT)
+        inst.state = "up"
+
+    def restart_instance(self, inst: Instance, should_stop=lambda: False) -> None:
+        self.stop_instance(inst, grace=2.0)
+        self.start_instance(inst)
+        self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "name": self.spec.name, "model": self.model,
+                "instances": [i.journal() for i in self.instances]}
+
+
+def spawn(cmd: list[str], log_path: str, env: dict | None = None) -> tuple[subprocess.Popen, float]:
+    """Start cmd in its own session (a process group we can signal whole); (proc, create_time)."""
+    log = open(log_path, "ab")
+    try:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env={**os.environ, **(env or {})})
+    except FileNotFoundError:
+        raise TargetError(f"command not found: {cmd[0]!r}; check the target's command") from None
+    except PermissionError:
+        raise TargetError(f"cannot execute {cmd[0]!r} (permission denied)") from None
+    finally:
+        log.close()
+    try:
+        created = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        created = None
+    return proc, created
+
+
+def write_json(path: str, obj) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)

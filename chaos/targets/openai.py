@@ -1,0 +1,43 @@
+"""A remote OpenAI-compatible endpoint: nothing to start, only to reach. The key stays in the environment."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from .base import Instance, Target, TargetError, http_ok
+
+
+class OpenAITarget(Target):
+    kind = "openai"
+    starts_processes = False
+
+    def __init__(self, spec, out_dir):
+        super().__init__(spec, out_dir)
+        s = spec.settings
+        self.model = s["model"]
+        self.api_key_env = s.get("api_key_env")
+        base = s["base_url"].rstrip("/")
+        u = urlparse(base)
+        self.instances.append(Instance(0, u.netloc, base, u.port or (443 if u.scheme == "https" else 80)))
+
+    def _headers(self) -> dict:
+        if not self.api_key_env:
+            return {}
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise TargetError(f"the API key variable {self.api_key_env} is not set; export it before the run")
+        return {"Authorization": f"Bearer {key}"}
+
+    def healthy(self, inst: Instance) -> bool:
+        return http_ok(inst.url + "/models", timeout=10, headers=self._headers())
+
+    def up(self, should_stop=lambda: False) -> None:
+        inst = self.instances[0]
+        if not self.healthy(inst):
+            raise TargetError(f"cannot reach {inst.url}/models (or it refused the key); check base_url, "
+                              f"model and {self.api_key_env or 'api_key_env'}")
+        inst.state = "up"
+
+    def down(self, grace: float = 10.0) -> None:
+        pass

@@ -1,0 +1,101 @@
+"""Each check takes the run's records and times and returns a Check with its measured value.
+
+Latency is judged on percentiles (P50/P95/P99), never on the mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..load.records import ERROR_OUTCOMES, RequestRecord
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    passed: bool
+    measured: str
+    threshold: str
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _judged(records):
+    return [r for r in records if r.outcome != "cancelled"]
+
+
+def error_rate(records: list[RequestRecord]) -> float | None:
+    j = _judged(records)
+    if not j:
+        return None
+    return sum(1 for r in j if r.outcome in ERROR_OUTCOMES) / len(j)
+
+
+def latency(records: list[RequestRecord], q: float, ttft: bool = False) -> float | None:
+    vals = []
+    for r in records:
+        if r.outcome != "ok":
+            continue
+        end = r.t_first if ttft else r.t_end
+        if end is not None:
+            vals.append(end - r.t_start)
+    return float(np.percentile(vals, q)) if vals else None
+
+
+def window(records, start: float, end: float) -> list[RequestRecord]:
+    return [r for r in records if start <= r.t_start < end]
+
+
+def fmt_s(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s" if v < 10 else f"{v:.1f} s"
+
+
+def fmt_pct(v) -> str:
+    return "-" if v is None else f"{v * 100:.2f}%"
+
+
+SLO_FIELDS = {"p50_latency": (50, False), "p95_latency": (95, False), "p99_latency": (99, False),
+              "ttft_p95": (95, True), "ttft_p99": (99, True)}
+
+
+def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int = 1) -> list[Check]:
+    out = []
+    n = len(_judged(records))
+    if n < min_requests:
+        return [Check(f"{prefix}", False, f"{n} requests", f">= {min_requests} requests",
+                      "too few requests in the window to judge")]
+    for name, (q, ttft) in SLO_FIELDS.items():
+        bound = getattr(slo, name)
+        if bound is None:
+            continue
+        v = latency(records, q, ttft)
+        out.append(Check(f"{prefix} {name}", v is not None and v <= bound, fmt_s(v), f"<= {fmt_s(bound)}",
+                         f"over {n} requests"))
+    if slo.error_rate is not None:
+        v = error_rate(records)
+        out.append(Check(f"{prefix} error_rate", v is not None and v <= slo.error_rate, fmt_pct(v),
+                         f"<= {fmt_pct(slo.error_rate)}", f"over {n} requests"))
+    return out
+
+
+def slo_met(records, slo) -> bool:
+    return all(c.passed for c in slo_checks("x", records, slo))
+
+
+def recovery_point(records, fault_start: float, end: float, slo, width: float = 5.0, step: float = 0.5,
+                   not_before: float | None = None) -> float | None:
+    """Start of the first window (width s, sliding by step) after fault_start whose requests meet the SLO
+    (error rate and latency); None if no window does before the run ends."""
+    t = max(fault_start, not_before or fault_start)
+    while t + width <= end + 1e-9:
+        w = window(records, t, t + width)
+        if len(_judged(w)) >= 2 and slo_met(w, slo):
+            return t
+        t += step
+    return None
