@@ -196,7 +196,8 @@ def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
             if hint:
                 msg += f" (did you mean {hint[0]!r}?)"
         elif v in ("anyOf", "oneOf"):
-            msg = f"{err.instance!r} is not {_describe(err.schema)}"
+            shown = repr(err.instance) if not isinstance(err.instance, (dict, list)) else "this value"
+            msg = f"{shown} is not {_describe(err.schema)}"
         elif v == "type":
             msg = f"expected {err.validator_value}, got {type(err.instance).__name__} {err.instance!r}"[:160]
         elif v == "const":

@@ -107,7 +107,9 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
     # --var beats the environment, which beats the file's declared defaults.
     variables = {**{k: str(v) for k, v in declared.items()}, **os.environ, **(cli_vars or {})}
     problems = substitute(doc, variables)
-    problems += validate(doc, S.EXPERIMENT)
+    if problems:  # the unresolved values would only add confusing type errors
+        raise ExperimentError(problems)
+    problems = validate(doc, S.EXPERIMENT)
     if problems:
         raise ExperimentError(problems)
     d = doc.data
@@ -120,12 +122,15 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
             raise ExperimentError([doc.problem(("target",), f"target file {tref!r} not found (looked beside "
                                                             f"{path} and in the current directory)")])
         tdoc = read_file(found)
-        tprobs = substitute(tdoc, variables) + validate(tdoc, S.TARGET_FILE)
+        tprobs = substitute(tdoc, variables) or validate(tdoc, S.TARGET_FILE)
         if tprobs:
             raise ExperimentError(tprobs)
         target = _target_spec(tdoc.data, found)
         target_doc = tdoc.data
     else:
+        tprobs = validate(doc, S.TARGET_FILE, base=("target",))
+        if tprobs:
+            raise ExperimentError(tprobs)
         target = _target_spec(tref, path)
         target_doc = tref
 

@@ -132,7 +132,9 @@ EXPERIMENT = {
         "description": {"type": "string"},
         "vars": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
                  "description": "defaults for ${VAR} references; --var NAME=VALUE overrides"},
-        "target": {"anyOf": [{"type": "string", "description": "path to a target file"}, TARGET]},
+        # A path to a target file, or the target inline (validated against TARGET_FILE on its own, so its
+        # errors are as precise as a target file's).
+        "target": {"type": ["string", "object"], "description": "path to a target file, or a target mapping"},
         "load": LOAD,
         "steady_state": _obj({"window": DURATION, "slo": SLO, "health": {"type": "boolean"}}),
         "faults": {"type": "array", "items": FAULT},

@@ -59,6 +59,6 @@ def markdown(r: dict, steps: list) -> str:
         lines.append(f"| {_ts(e['t'], t0)} | {e['event']} | {detail[:160]} |")
     if r.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
-    lines += ["", f"Files: `journal.jsonl`, `requests.jsonl`, `report.json`, `experiment.resolved.json`, Locust's CSV/HTML "
-                  f"under `load/`.", ""]
+    lines += ["", "Files beside this one: `journal.jsonl`, `requests.jsonl` (one record a request), `report.json`, "
+                  "`experiment.resolved.json`, Locust's `locust_*.csv` and `locust.html`, replica logs.", ""]
     return "\n".join(lines)

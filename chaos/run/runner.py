@@ -108,8 +108,8 @@ class Runner:
             self.view.event("error", f"{self.reason} (traceback in error.txt)")
         finally:
             self._rollback()
-            if self.signals and code not in (EXIT_INVALID,):
-                code, self.reason = EXIT_INTERRUPTED, self.reason or "interrupted by a signal"
+            if self.signals:  # whatever was under way when the signal came, the run was interrupted
+                code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
             code = self._finish(code)
             self.view.stop()
             for s, h in old.items():

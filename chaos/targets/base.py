@@ -66,6 +66,8 @@ def same_process(pid: int | None, create_time: float | None) -> bool:
         return False
     try:
         p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False  # dead, waiting to be reaped
         return create_time is None or abs(p.create_time() - create_time) < 0.5
     except psutil.Error:
         return False

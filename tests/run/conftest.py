@@ -1,0 +1,104 @@
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from chaos.run.journal import read_journal
+from chaos.targets.base import same_process
+
+LIFECYCLE = """\
+name: lifecycle
+description: a short run with every kind of fault, for interrupting at many moments
+target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 30s}
+load:
+  workload: chat
+  users: 3
+  duration: 9s
+  output_tokens: 8-16
+  timeouts: {connect: 2s, first_token: 5s, total: 10s}
+faults:
+  - {type: pause_instance, at: 2s, instance: 0, duration: 4s}
+  - {type: server_hook, at: 2.5s, instance: 1, step_delay_ms: 20, duration: 4s}
+  - {type: kill_instance, at: 4s, instance: 1, signal: SIGKILL, restart_after: 2s}
+verify:
+  status_codes: {allowed: [200]}
+"""
+
+
+@pytest.fixture
+def lifecycle_file(tmp_path):
+    p = tmp_path / "lifecycle.yaml"
+    p.write_text(LIFECYCLE)
+    return str(p)
+
+
+def start_run(exp_file, run_dir, *extra):
+    return subprocess.Popen([sys.executable, "-m", "chaos", "run", exp_file, "--out", str(run_dir), "--json", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_journal(run_dir, event, count=1, timeout=60):
+    path = os.path.join(run_dir, "journal.jsonl")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            if sum(1 for e in read_journal(path) if e["event"] == event) >= count:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def started_processes(run_dir) -> list[tuple[int, float]]:
+    """Every process the journal says the run started."""
+    out = []
+    for e in read_journal(os.path.join(run_dir, "journal.jsonl")):
+        for inst in e.get("instances") or []:
+            if inst.get("pid"):
+                out.append((inst["pid"], inst.get("create_time")))
+        for p in e.get("processes") or []:
+            out.append((p["pid"], p.get("create_time")))
+    return out
+
+
+def leftovers(run_dir) -> list[str]:
+    """Processes of this run still alive: journaled ones, and any Locust process configured for run_dir."""
+    alive = [f"pid {pid}" for pid, ct in started_processes(run_dir) if same_process(pid, ct)]
+    marker = os.path.abspath(run_dir)
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            env = p.environ()
+        except psutil.Error:
+            continue
+        if env.get("CHAOS_LOAD_CONFIG", "").startswith(marker):
+            alive.append(f"locust pid {p.pid}")
+    return alive
+
+
+def stopped_processes(run_dir) -> list[int]:
+    out = []
+    for pid, ct in started_processes(run_dir):
+        try:
+            if same_process(pid, ct) and psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                out.append(pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def unreverted(run_dir) -> list[str]:
+    events = read_journal(os.path.join(run_dir, "journal.jsonl"))
+    if any(e["event"] == "recovered" for e in events):
+        return []
+    applied = {e["fault"] for e in events if e["event"] == "fault_applying"}
+    reverted = {e["fault"] for e in events if e["event"] == "fault_reverted"}
+    return sorted(applied - reverted)
+
+
+def report(run_dir) -> dict:
+    return json.load(open(os.path.join(run_dir, "report.json")))
