@@ -1,0 +1,148 @@
+"""Whole runs with real processes: the shipped kill-instance experiment, aborts, gates, every target kind."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from chaos.reference.launcher import start_server
+
+from .conftest import leftovers, report, unreverted
+
+
+def chaos_run(exp_file, run_dir, *args, env=None, timeout=240):
+    return subprocess.run([sys.executable, "-m", "chaos", "run", str(exp_file), "--out", str(run_dir), *args],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def write(tmp_path, text, name="exp.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_kill_instance_experiment_passes(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run("experiments/kill-instance.yaml", run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rep = report(run_dir)
+    assert rep["verdict"] == "passed"
+    names = {c["name"] for c in rep["checks"]}
+    assert {"recovery time", "error rate during the fault", "status codes",
+            "every instance serves after recovery"} <= names
+    killed = [e for e in rep["timeline"] if e["event"] == "fault_applied"]
+    assert len(killed) == 1 and "SIGKILL r1" in killed[0]["description"]
+    for f in ("journal.jsonl", "requests.jsonl", "report.md", "experiment.resolved.json", "locust_stats.csv"):
+        assert (run_dir / f).exists(), f
+    md = (run_dir / "report.md").read_text()
+    assert "# kill-instance: PASSED" in md and "TTFT p50/p95/p99" in md and "| fault_applied |" in md
+    # Requests failed while r1 was down, and r1 served again afterwards.
+    recs = [json.loads(line) for line in open(run_dir / "requests.jsonl")]
+    assert any(x["outcome"] == "connect_error" for x in recs)
+    assert {x["served_by"] for x in recs if x["outcome"] == "ok"} == {"r0", "r1"}
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+ABORT = """\
+name: abort-me
+target: {kind: reference, replicas: 1, preset: tiny}
+load: {workload: chat, users: 2, duration: 30s, output_tokens: 4-8}
+faults:
+  - {type: server_hook, at: 2s, fail_fraction: 1.0, duration: 20s}
+abort_when: {error_rate: 50%, for: 2s}
+"""
+
+
+def test_abort_when_halts_reverts_and_exits_3(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, ABORT), run_dir)
+    assert r.returncode == 3, r.stdout[-2000:]
+    rep = report(run_dir)
+    assert rep["verdict"] == "aborted" and "abort_when" in rep["reason"]
+    assert rep["duration_s"] < 25
+    assert unreverted(run_dir) == [] and leftovers(run_dir) == []
+
+
+GATE = """\
+name: gate
+target: {kind: reference, replicas: 1, preset: tiny}
+load: {workload: chat, users: 2, duration: 8s, output_tokens: 8}
+steady_state: {window: 3s, slo: {p95_latency: 1ms}}
+faults:
+  - {type: kill_instance, at: 4s}
+"""
+
+
+def test_unhealthy_before_faults_gets_no_faults(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, GATE), run_dir)
+    assert r.returncode == 1
+    rep = report(run_dir)
+    assert "steady state not met before faults" in rep["reason"] and "no faults injected" in rep["reason"]
+    assert not any(f["applied"] for f in rep["faults"])
+    assert rep["checks"][0]["name"] == "steady state before faults" and not rep["checks"][0]["passed"]
+
+
+def test_process_target_runs_any_command(tmp_path):
+    exp = f"""\
+name: proc
+target:
+  kind: process
+  replicas: 2
+  command: ["{sys.executable}", "-m", "chaos", "reference", "serve", "--preset", "tiny", "--port", "{{port}}",
+            "--replica-id", "p{{replica}}"]
+  model: chaos-reference
+load: {{workload: chat, users: 2, duration: 6s, output_tokens: 4-8}}
+faults:
+  - {{type: pause_instance, at: 2s, instance: 0, duration: 2s}}
+verify:
+  status_codes: {{allowed: [200]}}
+"""
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, exp), run_dir)
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
+    rep = report(run_dir)
+    assert rep["faults"][0]["applied"] and rep["faults"][0]["reverted"]
+    served = {json.loads(line)["served_by"] for line in open(run_dir / "requests.jsonl")}
+    assert {"p0", "p1"} <= served
+    assert leftovers(run_dir) == []
+
+
+def test_openai_target_keeps_the_key_out_of_everything(tmp_path):
+    secret = "sk-test-0123456789abcdef"
+    with start_server(["--preset", "tiny", "--replica-id", "vendor"]) as srv:
+        exp = f"""\
+name: vendor
+target: {{kind: openai, base_url: "{srv.base_url}/v1", model: chaos-reference, api_key_env: VENDOR_KEY}}
+load: {{workload: chat, users: 2, duration: 3s, output_tokens: 4}}
+"""
+        run_dir = tmp_path / "run"
+        r = chaos_run(write(tmp_path, exp), run_dir, env={"VENDOR_KEY": secret})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert report(run_dir)["requests"] > 0
+    for root, _, files in os.walk(run_dir):
+        for f in files:
+            assert secret not in open(os.path.join(root, f), errors="replace").read(), f
+    assert secret not in r.stdout + r.stderr
+    missing = chaos_run(write(tmp_path, exp), tmp_path / "run2")
+    assert missing.returncode == 2 and "VENDOR_KEY is not set" in missing.stdout
+
+
+@pytest.mark.parametrize("command,message", [
+    (["sleep", "30", "{port}"], "did not become healthy"),
+    (["no-such-binary-xyz", "{port}"], "command not found"),
+    ([sys.executable, "-c", "import sys; sys.exit(3)", "{port}"], "exited with 3"),
+])
+def test_bad_targets_are_one_clear_error(tmp_path, command, message):
+    exp = f"""\
+name: bad
+target: {{kind: process, command: {json.dumps(command)}, startup_timeout: 3s, model: m}}
+load: {{workload: chat, users: 1, duration: 5s}}
+"""
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, exp), run_dir, "--json")
+    assert r.returncode == 2
+    assert message in r.stdout and "Traceback" not in r.stdout + r.stderr
+    assert leftovers(run_dir) == []
