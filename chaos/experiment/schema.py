@@ -47,6 +47,8 @@ TARGET_KINDS = {
               "replicas": {"type": "integer", "minimum": 1, "maximum": 16},
               "model": {"type": "string"}, "health_path": {"type": "string"},
               "env": {"type": "object", "additionalProperties": {"type": "string"}},
+              "volumes": {"type": "object", "additionalProperties": {"type": "string"},
+                          "description": "host path: container path, mounted read-only"},
               "docker_host": {"type": "string"}, "startup_timeout": DURATION},
              ["kind", "image"], "containers run with --network host through the docker SDK"),
     "openai": _obj({"kind": {"const": "openai"}, "name": {"type": "string"},

@@ -84,7 +84,7 @@ class PauseInstance(Fault):
         for inst in plan.get("instances", []):
             if inst.get("container"):
                 from ..targets.docker import unpause_container
-                if unpause_container(inst["container"]):
+                if unpause_container(inst["container"], inst.get("engine")):
                     done.append(f"unpaused container {inst['container'][:12]}")
             elif signal_group(inst.get("pgid"), inst.get("create_time"), signal.SIGCONT):
                 done.append(f"SIGCONT to process group {inst['pgid']} ({inst['id']})")

@@ -44,12 +44,12 @@ def recover(run_dir: str, log=print) -> list[str]:
         if same_process(pid, ctime):
             stop_group(pid, ctime, grace=3.0)
             done.append(f"stopped {info['what']} (process group {pid})")
-    containers = {inst["container"] for e in events for inst in (e.get("instances") or [])
+    containers = {(inst["container"], inst.get("engine")) for e in events for inst in (e.get("instances") or [])
                   if isinstance(inst, dict) and inst.get("container")}
     if containers:
         from ..targets.docker import remove_container
-        for c in containers:
-            if remove_container(c):
+        for c, engine in containers:
+            if remove_container(c, engine):
                 done.append(f"removed container {c[:12]}")
     j = Journal(path)
     j.write("recovered", actions=done)

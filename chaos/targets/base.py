@@ -47,9 +47,12 @@ class Instance:
     state: str = "down"  # up | down | paused
     log_path: str | None = None
 
+    engine: str | None = None  # the Docker engine holding the container
+
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
-                "pgid": self.pid, "create_time": self.create_time, "container": self.container}
+                "pgid": self.pid, "create_time": self.create_time, "container": self.container,
+                "engine": self.engine}
 
 
 def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool:

@@ -1,0 +1,178 @@
+"""Containers through the docker SDK against a real dockerd, each with --network host so it listens on loopback.
+
+No image is pulled: the image must exist locally (here one is made with `docker import`; see
+docs/experiments.md). Instance faults use the engine's verbs: kill with a signal, pause/unpause.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+
+from .base import Instance, Target, TargetError, free_port
+
+try:
+    import docker
+    from docker.errors import DockerException, NotFound
+except ImportError:  # the SDK is a dependency; this only guards odd installs
+    docker = None
+
+
+def client_for(host: str | None):
+    if docker is None:
+        raise TargetError("the docker Python SDK is not installed (pip install docker)")
+    try:
+        c = docker.DockerClient(base_url=host) if host else docker.from_env()
+        c.ping()
+        return c
+    except DockerException as e:
+        where = host or os.environ.get("DOCKER_HOST") or "the default socket"
+        raise TargetError(f"cannot reach a Docker engine at {where}: {e}. Start dockerd, or set docker_host in "
+                          f"the target file (or DOCKER_HOST)") from None
+
+
+class DockerTarget(Target):
+    kind = "docker"
+
+    def __init__(self, spec, out_dir):
+        super().__init__(spec, out_dir)
+        s = spec.settings
+        self.model = s.get("model")
+        self.host = s.get("docker_host") or os.environ.get("DOCKER_HOST")
+        self.client = None
+        self.label = os.path.abspath(out_dir)
+        for i in range(spec.replicas):
+            port = free_port()
+            self.instances.append(Instance(i, f"d{i}", f"http://127.0.0.1:{port}", port,
+                                           log_path=os.path.join(out_dir, f"container-d{i}.log")))
+
+    def _client(self):
+        if self.client is None:
+            self.client = client_for(self.host)
+        return self.client
+
+    def command(self, inst: Instance) -> list[str] | None:
+        cmd = self.spec.settings.get("command")
+        if cmd is None:
+            return None
+        parts = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]
+
+    def start_instance(self, inst: Instance) -> None:
+        c = self._client()
+        image = self.spec.settings["image"]
+        try:
+            c.images.get(image)
+        except NotFound:
+            raise TargetError(f"image {image!r} is not on the engine and nothing is pulled here: build it with "
+                              f"`docker import` (see docs/experiments.md)") from None
+        volumes = {h: {"bind": v, "mode": "ro"} for h, v in (self.spec.settings.get("volumes") or {}).items()}
+        env = {**(self.spec.settings.get("env") or {}), "PORT": str(inst.port)}
+        try:
+            container = c.containers.run(image, self.command(inst), detach=True, network_mode="host",
+                                         volumes=volumes, environment=env, labels={"llm-chaos.run": self.label},
+                                         name=f"chaos-{os.getpid()}-{inst.id}-{int(time.time() * 1000) % 10**8}")
+        except DockerException as e:
+            raise TargetError(f"docker could not start {image!r} for {inst.id}: {e}") from None
+        inst.container, inst.engine = container.id, self.host
+        inst.state = "starting"
+
+    def _container(self, inst: Instance):
+        try:
+            return self._client().containers.get(inst.container)
+        except (NotFound, DockerException):
+            return None
+
+    def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if should_stop():
+                raise TargetError("interrupted while waiting for the target")
+            c = self._container(inst)
+            if c is not None and c.status == "exited":
+                logs = c.logs(tail=5).decode(errors="replace").strip()
+                raise TargetError(f"container {inst.id} exited before it was healthy: {logs[-300:]}")
+            if self.healthy(inst):
+                inst.state = "up"
+                return
+            time.sleep(0.2)
+            if c is not None:
+                c.reload()
+        raise TargetError(f"container {inst.id} did not become healthy at {self.health_url(inst)} within "
+                          f"{timeout:.0f}s")
+
+    def up(self, should_stop=lambda: False) -> None:
+        for inst in self.instances:
+            self.start_instance(inst)
+        for inst in self.instances:
+            self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+
+    def stop_instance(self, inst: Instance, grace: float = 10.0) -> None:
+        c = self._container(inst) if inst.container else None
+        if c is not None:
+            try:
+                if inst.log_path:
+                    with open(inst.log_path, "ab") as f:
+                        f.write(c.logs())
+                if c.status == "paused":
+                    c.unpause()
+                c.stop(timeout=max(0, int(grace)))
+            except DockerException:
+                pass
+            try:
+                c.remove(force=True)
+            except DockerException:
+                pass
+        inst.state = "down"
+
+    def kill_container(self, inst: Instance, sig) -> None:
+        c = self._container(inst)
+        if c is not None:
+            try:
+                c.kill(signal=sig.name)
+            except DockerException:
+                pass
+        inst.state = "down"
+
+    def kill_instance(self, inst: Instance, sig) -> None:
+        self.kill_container(inst, sig)
+
+    def pause_instance(self, inst: Instance) -> None:
+        c = self._container(inst)
+        if c is not None:
+            c.pause()
+        inst.state = "paused"
+
+    def resume_instance(self, inst: Instance) -> None:
+        c = self._container(inst)
+        if c is not None:
+            try:
+                c.unpause()
+            except DockerException:
+                pass
+        inst.state = "up"
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["docker_host"] = self.host
+        return d
+
+
+def unpause_container(container_id: str, host: str | None = None) -> bool:
+    try:
+        c = client_for(host).containers.get(container_id)
+        if c.status == "paused":
+            c.unpause()
+            return True
+    except (TargetError, DockerException):
+        pass
+    return False
+
+
+def remove_container(container_id: str, host: str | None = None) -> bool:
+    try:
+        client_for(host).containers.get(container_id).remove(force=True)
+        return True
+    except (TargetError, DockerException):
+        return False
