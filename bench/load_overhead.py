@@ -484,6 +484,31 @@ def print_table(headers, rows, align=None):
         print(line(row))
 
 
+def wait_quiet(max_wait: float, limit: float = 0.15, need: int = 3) -> float:
+    """Wait (at most max_wait s) for `need` consecutive 1-s windows with < `limit` cores busy machine-wide.
+
+    Returns the seconds waited. Between runs only the idle endpoint and this process are ours.
+    """
+    import psutil
+
+    if max_wait <= 0:
+        return 0.0
+    t0 = time.time()
+    quiet = 0
+
+    def busy():
+        c = psutil.cpu_times()
+        return sum(c) - c.idle - getattr(c, "iowait", 0.0)
+
+    prev, tp = busy(), time.time()
+    while quiet < need and time.time() - t0 < max_wait:
+        time.sleep(1.0)
+        cur, tc = busy(), time.time()
+        quiet = quiet + 1 if (cur - prev) / (tc - tp) < limit else 0
+        prev, tp = cur, tc
+    return time.time() - t0
+
+
 def loadavg() -> str:
     try:
         with open("/proc/loadavg") as f:
@@ -506,6 +531,9 @@ def main(argv=None) -> int:
     p.add_argument("--itl-ms", type=float, default=0.0, help="endpoint's inter-token delay (0: all at once)")
     p.add_argument("--no-split-check", action="store_true",
                    help="skip the side check with the chunked terminator sent 2 ms after [DONE]")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                   help="before each run wait up to S seconds for 3 s with < 0.15 cores busy on the machine "
+                        "(a shared box: other processes distort both clients' figures); default 0, no waiting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--port", type=int, default=0, help="endpoint port (default: a free one)")
     p.add_argument("--keep", help="keep run folders (records, Locust logs) here instead of a temp dir")
@@ -549,7 +577,8 @@ def main(argv=None) -> int:
     print(f"workload: chat, input 20-40 tokens (estimate), max_tokens {a.tokens}, seed {a.seed}; "
           f"TTFT phase {a.ttft_users} users x {ttft_d:g} s, capacity phase {a.cap_users} users x {cap_d:g} s; "
           f"steady window = first request + {warm:g} s .. planned end - 1 s")
-    print(f"mode: {'quick' if a.quick else 'default'}  load average at start: {loadavg()}  run folders: {work}")
+    print(f"mode: {'quick' if a.quick else 'default'}  wait-quiet {a.wait_quiet:g} s  load average at start: "
+          f"{loadavg()}  run folders: {work}")
     print(flush=True)
 
     srv = subprocess.Popen([sys.executable, HERE, "--serve", "--port", str(port), "--ttft-ms", str(a.ttft_ms),
@@ -568,6 +597,9 @@ def main(argv=None) -> int:
                 time.sleep(0.1)
 
         def one(kind, users, duration, phase, rep, tag=""):
+            waited = wait_quiet(a.wait_quiet)
+            if waited > 3.5:
+                print(f"  (waited {waited:.0f} s for the machine to be quiet)", flush=True)
             sampler = Sampler({"server": srv.pid, "me": os.getpid()}).start()
             try:
                 d = os.path.join(work, f"{phase}-{kind}-{rep}{tag}")

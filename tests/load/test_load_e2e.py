@@ -201,3 +201,30 @@ def test_cli_prints_the_table_and_bad_input_is_exit_2(reference, tmp_path):
     typo = subprocess.run([sys.executable, "-m", "chaos", "load", reference.base_url, "--workload", "poetry"],
                           capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and "unknown workload 'poetry'" in typo.stderr
+
+
+def test_ui_serves_locust_web_ui_on_loopback(reference, tmp_path):
+    import threading
+    import time
+    import urllib.request
+
+    from chaos.targets.base import free_port
+
+    port = free_port()
+    seen = {}
+
+    def probe():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "status" not in seen:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=1) as r:
+                    seen["status"], seen["body"] = r.status, json.load(r)
+            except OSError:
+                time.sleep(0.2)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    _, records = run(reference.base_url, fixed(2, 4.0), tmp_path, ui_port=port)
+    t.join()
+    assert seen.get("status") == 200 and "stats" in seen["body"]
+    assert records

@@ -146,3 +146,47 @@ load: {{workload: chat, users: 1, duration: 5s}}
     assert r.returncode == 2
     assert message in r.stdout and "Traceback" not in r.stdout + r.stderr
     assert leftovers(run_dir) == []
+
+
+def test_targets_up_and_down(tmp_path):
+    t = tmp_path / "t.yaml"
+    t.write_text("kind: reference\nname: updown\nreplicas: 1\npreset: tiny\n")
+    up = subprocess.run([sys.executable, "-m", "chaos", "targets", "up", str(t)], capture_output=True, text=True,
+                        timeout=60, cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    url = up.stdout.split()[1]
+    import urllib.request
+
+    assert urllib.request.urlopen(url + "/health").status == 200
+    again = subprocess.run([sys.executable, "-m", "chaos", "targets", "up", str(t)], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert again.returncode == 2 and "up already" in again.stderr
+    down = subprocess.run([sys.executable, "-m", "chaos", "targets", "down", str(t)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert down.returncode == 0 and "stopped r0" in down.stdout
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/health", timeout=2)
+
+
+def test_kill_n_of_m(tmp_path):
+    exp = """\
+name: n-of-m
+target: {kind: reference, replicas: 3, preset: tiny}
+load: {workload: chat, users: 3, duration: 6s, output_tokens: 4-8}
+faults:
+  - {type: kill_instance, at: 2s, instance: random, count: 2, signal: SIGTERM, restart_after: 1s}
+verify:
+  served_by_all: true
+"""
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, exp), run_dir)
+    assert r.returncode in (0, 1), r.stdout[-2000:]
+    events = report(run_dir)["timeline"]
+    plan = next(e for e in events if e["event"] == "fault_applying")["plan"]
+    assert len(plan["instances"]) == 2 and plan["signal"] == "SIGTERM"
+    restarted = next(e for e in events if e["event"] == "fault_reverted")["instances"]
+    killed = {i["id"] for i in plan["instances"]}
+    before = {i["id"]: i["pid"] for i in plan["instances"]}
+    after = {i["id"]: i["pid"] for i in restarted}
+    assert all(after[k] != before[k] for k in killed)  # new processes
+    assert leftovers(run_dir) == []
