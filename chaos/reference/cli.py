@@ -63,6 +63,29 @@ def register(sub, formatter) -> None:
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=cmd_serve)
 
+    gw = rsub.add_parser(
+        "gateway", formatter_class=formatter, help="a resilient gateway in front of replicas",
+        description="OpenAI-compatible front over N primary replicas: least-outstanding balancing, active health\n"
+                    "checks and outlier ejection, per-attempt timeouts, at most --retries retries with backoff\n"
+                    "(only before anything streamed), a circuit breaker per replica, and a fallback chain:\n"
+                    "backup replicas, then a cached answer for a repeated request, then 503 with Retry-After.\n"
+                    "x-served-by names the path: the replica id, backup, or cache.",
+        epilog="example:\n"
+               "  chaos reference gateway --port 9000 --upstream r0=http://127.0.0.1:8000 \\\n"
+               "      --upstream r1=http://127.0.0.1:8001 --backup b0=http://127.0.0.1:8100 --retries 2")
+    gw.add_argument("--host", default="127.0.0.1")
+    gw.add_argument("--port", type=int, default=9000, help="0 picks a free one")
+    gw.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="a primary replica")
+    gw.add_argument("--backup", action="append", default=[], metavar="NAME=URL", help="a backup (fallback) replica")
+    gw.add_argument("--retries", type=int, default=2)
+    gw.add_argument("--first-token-timeout", default="auto", help="seconds, or auto (1.5 x measured P99)")
+    gw.add_argument("--total-timeout", default="120", help="seconds, or auto")
+    gw.add_argument("--max-concurrency", type=int, default=256)
+    gw.add_argument("--max-queue", type=int, default=512)
+    gw.add_argument("--settings", default="{}", help="JSON object of any other gateway setting")
+    gw.add_argument("--drain-timeout", type=float, default=30.0)
+    gw.set_defaults(func=cmd_gateway)
+
     demo = rsub.add_parser("demo", formatter_class=formatter, help="start a server, stream requests, stop it",
                            description="Start a reference server on a free loopback port, stream a few "
                                        "concurrent chat requests through it with the openai client, print what "
@@ -112,6 +135,32 @@ def cmd_serve(args) -> int:
     except (ValueError, RuntimeError, CheckpointError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def cmd_gateway(args) -> int:
+    import asyncio
+    import json
+
+    from .gateway.server import parse_upstreams, serve
+    from .gateway.settings import GatewaySettings
+
+    def timeout(v):
+        return "auto" if v == "auto" else float(v)
+
+    try:
+        extra = json.loads(args.settings)
+        settings = GatewaySettings.from_dict({"retries": args.retries, "max_concurrency": args.max_concurrency,
+                                              "max_queue": args.max_queue,
+                                              "first_token_timeout": timeout(args.first_token_timeout),
+                                              "total_timeout": timeout(args.total_timeout), **extra})
+        primaries = parse_upstreams(args.upstream, "r")
+        backups = parse_upstreams(args.backup, "b")
+        if not primaries:
+            raise ValueError("give at least one --upstream NAME=URL")
+    except (ValueError, TypeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings, primaries, backups, args.host, args.port, args.drain_timeout))
 
 
 def cmd_demo(args) -> int:

@@ -55,11 +55,12 @@ class ServerProcess:
         self.stop()
 
 
-def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None) -> ServerProcess:
-    """Run `chaos reference serve ARGS` (--port 0 unless given); return once it prints its URL."""
+def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None,
+                 command: str = "serve") -> ServerProcess:
+    """Run `chaos reference serve ARGS` (or gateway; --port 0 unless given); return once it prints its URL."""
     if "--port" not in args:
         args = [*args, "--port", "0"]
-    cmd = [sys.executable, "-m", "chaos", "reference", "serve", *args]
+    cmd = [sys.executable, "-m", "chaos", "reference", command, *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env={**os.environ, **(env or {})})
     lines: list[str] = []
@@ -86,3 +87,13 @@ def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None
         proc.wait(5)
         raise LaunchError(f"server exited with {proc.returncode} before it was ready: {' | '.join(lines[-5:])}")
     return ServerProcess(proc, found[0], lines)
+
+
+def start_gateway(primaries: list[ServerProcess], backups: list[ServerProcess] = (), args: list[str] = (),
+                  names: list[str] | None = None) -> ServerProcess:
+    ups = []
+    for i, s in enumerate(primaries):
+        ups += ["--upstream", f"{names[i] if names else f'r{i}'}={s.base_url}"]
+    for i, s in enumerate(backups):
+        ups += ["--backup", f"b{i}={s.base_url}"]
+    return start_server([*ups, *args], command="gateway")

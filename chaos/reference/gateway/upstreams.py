@@ -1,0 +1,96 @@
+"""Replicas as the gateway sees them: health, outstanding requests, ejection, breaker; least-outstanding picking."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+import aiohttp
+
+from .breaker import CLOSED, CircuitBreaker
+from .settings import GatewaySettings
+
+
+class Upstream:
+    def __init__(self, name: str, url: str, settings: GatewaySettings, pool: str):
+        self.name, self.url, self.pool = name, url.rstrip("/"), pool
+        self.healthy = True  # optimistic until the first check says otherwise
+        self.outstanding = 0
+        self.consecutive_failures = 0
+        self.ejected_until = 0.0
+        self.breaker = CircuitBreaker(settings.breaker_window, settings.breaker_min_requests,
+                                      settings.breaker_error_rate, settings.breaker_open_s)
+        self.settings = settings
+        self.served = 0
+
+    def available(self, now: float) -> bool:
+        return self.healthy and now >= self.ejected_until and self.breaker.can_pass()
+
+    def state(self, now: float) -> str:
+        if not self.healthy:
+            return "unhealthy"
+        if now < self.ejected_until:
+            return "ejected"
+        return self.breaker.state if self.breaker.state != CLOSED else "up"
+
+    def record(self, ok: bool) -> None:
+        self.breaker.record(ok)
+        if ok:
+            self.consecutive_failures = 0
+            self.served += 1
+        else:
+            self.consecutive_failures += 1
+            if self.consecutive_failures >= self.settings.eject_after_failures:
+                self.ejected_until = time.monotonic() + self.settings.eject_for_s
+                self.consecutive_failures = 0
+
+
+class Pool:
+    def __init__(self, name: str, upstreams: list[Upstream]):
+        self.name, self.upstreams = name, upstreams
+
+    def pick(self, exclude: set[str]) -> Upstream | None:
+        """Least outstanding among the available replicas not yet tried for this request."""
+        now = time.monotonic()
+        candidates = [u for u in self.upstreams if u.name not in exclude and u.available(now)]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda u: (u.outstanding, u.served))
+
+
+class LatencyTracker:
+    """Recent successful upstream timings, for "auto" timeouts (1.5 x P99, as the seed advises)."""
+
+    def __init__(self, size: int = 500):
+        self.ttft: deque[float] = deque(maxlen=size)
+        self.total: deque[float] = deque(maxlen=size)
+
+    @staticmethod
+    def _p99(values) -> float | None:
+        if len(values) < 20:
+            return None
+        s = sorted(values)
+        return s[min(len(s) - 1, int(0.99 * len(s)))]
+
+    def timeout(self, kind: str, configured, floor: float, default: float) -> float:
+        if configured != "auto":
+            return float(configured)
+        p99 = self._p99(self.ttft if kind == "first_token" else self.total)
+        return default if p99 is None else max(floor, 1.5 * p99)
+
+
+async def health_loop(pools: list[Pool], settings: GatewaySettings, session: aiohttp.ClientSession) -> None:
+    """Active health checks: GET /health on every replica, every interval."""
+    timeout = aiohttp.ClientTimeout(total=settings.health_timeout_s)
+
+    async def check(u: Upstream):
+        try:
+            async with session.get(u.url + "/health", timeout=timeout) as r:
+                u.healthy = r.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            u.healthy = False
+
+    while True:
+        await asyncio.gather(*(check(u) for p in pools for u in p.upstreams))
+        await asyncio.sleep(settings.health_interval_s)
