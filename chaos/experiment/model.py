@@ -85,9 +85,9 @@ class Experiment:
 DURATION_PARAMS = {"restart_after", "duration"}
 
 
-def load_target(path_or_doc, where=None) -> tuple[TargetSpec, dict]:
+def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, dict]:
     doc = read_file(path_or_doc) if isinstance(path_or_doc, str) else path_or_doc
-    problems = validate(doc, S.TARGET_FILE)
+    problems = substitute(doc, {**os.environ, **(cli_vars or {})}) or validate(doc, S.TARGET_FILE)
     if problems:
         raise ExperimentError(problems)
     return _target_spec(doc.data, doc.file), doc.data
@@ -135,6 +135,13 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
         target_doc = tref
 
     problems += _semantic_checks(doc, target)
+    if isinstance(d["load"].get("replay"), str):
+        found = locate_target(d["load"]["replay"], path)
+        if found is None:
+            problems.append(doc.problem(("load", "replay"), f"replay file {d['load']['replay']!r} not found "
+                                                            f"(looked beside {path} and in the current directory)"))
+        else:
+            d["load"]["replay"] = found
     if problems:
         raise ExperimentError(problems)
 
@@ -187,6 +194,12 @@ def _semantic_checks(doc: Located, target: TargetSpec) -> list[str]:
             problems.append(doc.problem(("faults", i), "server_hook needs one of step_delay_ms, hang_s, "
                                                        "kv_block_cap, fail_fraction"))
         inst = f.get("instance")
+        ids = {f"r{i}" for i in range(target.replicas)} | {
+            f"b{i}" for i in range(((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0))} | (
+            {"gw"} if target.settings.get("gateway") is not None else set())
+        if target.kind == "reference" and isinstance(inst, str) and inst not in ("random", "all") and inst not in ids:
+            problems.append(doc.problem(("faults", i, "instance"), f"no instance {inst!r}; this target has "
+                                                                   f"{', '.join(sorted(ids))}"))
         if isinstance(inst, int) and inst >= target.replicas:
             problems.append(doc.problem(("faults", i, "instance"), f"instance {inst} does not exist: the target "
                                                                    f"has {target.replicas} (0-{target.replicas - 1})"))

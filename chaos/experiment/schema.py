@@ -11,8 +11,8 @@ PERCENT = {"description": "a fraction: 0.1%, 50%, or a number from 0 to 1",
 RANGE = {"description": "an integer or a range like 200-500",
          "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*\d+(\s*-\s*\d+)?\s*$"}]}
 SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
-INSTANCE = {"description": "an instance index (0-based), or random",
-            "anyOf": [{"type": "integer", "minimum": 0}, {"const": "random"}]}
+INSTANCE = {"description": "an instance index (0-based), random, or a replica id such as r1 or b0",
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]*$"}]}
 
 
 def _obj(props: dict, required: list[str] | None = None, description: str = "") -> dict:
@@ -24,6 +24,21 @@ def _obj(props: dict, required: list[str] | None = None, description: str = "") 
     return d
 
 
+GATEWAY = _obj({
+    "retries": {"type": "integer", "minimum": 0, "maximum": 5},
+    "first_token_timeout": {"anyOf": [DURATION, {"const": "auto"}]},
+    "total_timeout": {"anyOf": [DURATION, {"const": "auto"}]},
+    "backoff": DURATION, "max_concurrency": {"type": "integer", "minimum": 1},
+    "max_queue": {"type": "integer", "minimum": 0}, "queue_timeout": DURATION,
+    "cache_size": {"type": "integer", "minimum": 0},
+    "health_interval": DURATION,
+    "eject": _obj({"after_failures": {"type": "integer", "minimum": 1}, "for": DURATION}),
+    "breaker": _obj({"error_rate": PERCENT, "min_requests": {"type": "integer", "minimum": 1},
+                     "window": {"type": "integer", "minimum": 1}, "open": DURATION}),
+    "backup": _obj({"replicas": {"type": "integer", "minimum": 1, "maximum": 8},
+                    "preset": {"enum": ["tiny", "small", "qwen3-0.6b"]}}),
+}, description="a resilient gateway in front of the replicas; the load goes through it")
+
 TARGET_KINDS = {
     "reference":         _obj({"kind": {"const": "reference"}, "name": {"type": "string"},
               "replicas": {"type": "integer", "minimum": 1, "maximum": 16},
@@ -32,7 +47,7 @@ TARGET_KINDS = {
               "max_model_len": {"type": "integer", "minimum": 16},
               "args": {"type": "array", "items": {"type": "string"},
                        "description": "extra `chaos reference serve` arguments"},
-              "startup_timeout": DURATION},
+              "startup_timeout": DURATION, "gateway": GATEWAY},
              ["kind"], "replicas of the bundled reference server, each its own process group"),
     "process": _obj({"kind": {"const": "process"}, "name": {"type": "string"},
               "command": {"description": "command line; {port} and {replica} are filled in",
@@ -117,6 +132,8 @@ VERIFY = _obj({
     "status_codes": _obj({"allowed": {"type": "array", "items": {"type": "integer", "minimum": 100,
                                                                      "maximum": 599}}}, ["allowed"]),
     "served_by_all": {"type": "boolean", "description": "after recovery every instance serves again"},
+    "fallback": _obj({"within": DURATION, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]}}},
+                     ["within"], "a fallback path served within this time of the first fault"),
 }, description="what must hold; each check is reported with its measured value")
 
 ABORT = _obj({"error_rate": PERCENT, "for": DURATION}, ["error_rate"],

@@ -52,5 +52,16 @@ class Fault:
         pool = self.target.instances
         if inst == "random":
             return ctx.rng.sample(pool, min(count, len(pool)))
-        start = int(inst)
+        if isinstance(inst, str):  # a replica id: a primary (count goes on from it), a backup, the gateway
+            ids = [i.id for i in pool]
+            if inst in ids:
+                start = ids.index(inst)
+            else:
+                match = [i for i in self.target.all_instances() if i.id == inst]
+                if not match:
+                    raise ValueError(f"no instance {inst!r} (have "
+                                     f"{', '.join(i.id for i in self.target.all_instances())})")
+                return match
+        else:
+            start = int(inst)
         return [pool[(start + k) % len(pool)] for k in range(min(count, len(pool)))]

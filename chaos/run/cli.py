@@ -128,7 +128,7 @@ def cmd_validate(a) -> int:
         try:
             doc = read_file(path)
             if isinstance(doc.data, dict) and "kind" in doc.data and "load" not in doc.data:
-                load_target(doc)
+                load_target(doc, _vars(a.var))
                 what = "target"
             else:
                 load_experiment(path, _vars(a.var))

@@ -119,16 +119,16 @@ class Runner:
     def _target_up(self) -> None:
         self.target = make_target(self.exp.target, self.run_dir)
         self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
-                                                                                 self.target.instances])
+                                                                                 self.target.all_instances()])
         self.view.event("target", f"starting {self.exp.target.kind} target ({len(self.target.instances)} instance(s))")
         try:
             self.target.up(self.should_stop)
         finally:
             # Journal what exists even if up failed half way, so recover can stop it.
-            self.journal.write("target_started", instances=[i.journal() for i in self.target.instances])
+            self.journal.write("target_started", instances=[i.journal() for i in self.target.all_instances()])
         if self.should_stop():
             raise Interrupted()
-        self.view.event("target", "healthy: " + ", ".join(f"{i.id} {i.url}" for i in self.target.instances))
+        self.view.event("target", "healthy: " + ", ".join(f"{i.id} {i.url}" for i in self.target.all_instances()))
 
     def _start_load(self) -> None:
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir)
@@ -210,7 +210,7 @@ class Runner:
         finally:
             f.reverted_at = time.time()
             self.journal.write("fault_reverted", fault=f.spec.name, teardown=teardown,
-                               instances=[i.journal() for i in self.target.instances])
+                               instances=[i.journal() for i in self.target.all_instances()])
         self.view.event("fault", f"reverted {f.spec.name}" + (" (teardown)" if teardown else ""))
 
     def _abort_check(self) -> str | None:
@@ -236,7 +236,7 @@ class Runner:
         return {"name": self.exp.name, "elapsed": elapsed, "total": plan.duration, "users": u[0] if u else 0,
                 "requests": len(self.records), "rolling_p95": V.fmt_s(p95), "error_rate": V.fmt_pct(er),
                 "active_faults": ", ".join(active) or "none",
-                "instances": " ".join(f"{i.id}:{i.state}" for i in self.target.instances)}
+                "instances": " ".join(f"{i.id}:{i.state}" for i in self.target.all_instances())}
 
     # -- always --------------------------------------------------------------------------------------
     def _rollback(self) -> None:
@@ -256,7 +256,7 @@ class Runner:
             self.journal.write("load_stopped", records=len(self.records))
         if self.target is not None:
             if self.target.starts_processes and not self.should_stop():
-                health = {i.id: self.target.healthy(i) for i in self.target.instances}
+                health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
                 self.final_health = health
                 self.journal.write("final_health", health=health)
             try:
@@ -331,11 +331,11 @@ class Runner:
             from ..experiment.model import parse_percent
 
             bound = parse_percent(v["error_rate_during_fault"]["max"])
-            w = V.window(records, f_start, f_end)
+            w = V.overlapping(records, f_start, f_end)
             er = V.error_rate(w)
             out.append(V.Check("error rate during the fault", er is not None and er <= bound, V.fmt_pct(er),
-                               f"<= {V.fmt_pct(bound)}", f"{len(w)} requests between the first fault and the "
-                                                         f"last revert"))
+                               f"<= {V.fmt_pct(bound)}", f"{len(w)} requests in flight between the first fault "
+                                                         f"and the last revert"))
         slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
         recovered = None
         if f_start is not None:
@@ -349,7 +349,8 @@ class Runner:
                 took = None if recovered is None else recovered - f_start
                 out.append(V.Check("recovery time", took is not None and took <= bound,
                                    "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
-                                   f"from the first fault until a {width:g}s window meets the steady-state SLO"))
+                                   f"from the first fault until the requests ending in a {width:g}s window "
+                                   f"meet the steady-state SLO"))
         if "slo_after" in v:
             after_from = recovered if recovered is not None else (f_end or self.load_t0 or 0)
             after = [r for r in records if r.t_start >= after_from]
@@ -371,6 +372,18 @@ class Runner:
             out.append(V.Check("every instance serves after recovery", not missing,
                                ", ".join(sorted(s for s in served if s)) or "none", "all instances",
                                "missing: " + ", ".join(missing) if missing else ""))
+        if "fallback" in v and f_start is not None:
+            from ..load.shapes import parse_duration
+
+            within = parse_duration(v["fallback"]["within"])
+            paths = v["fallback"].get("paths") or ["backup", "cache"]
+            for path in paths:
+                hits = [r for r in records if r.outcome == "ok" and r.served_by == path and r.t_start >= f_start]
+                first = min((r.t_end for r in hits), default=None)
+                took = None if first is None else first - f_start
+                out.append(V.Check(f"fallback to {path}", took is not None and took <= within,
+                                   "never" if took is None else f"after {V.fmt_s(took)}, {len(hits)} responses",
+                                   f"within {V.fmt_s(within)}", "first answer from that path after the first fault"))
         health = getattr(self, "final_health", None)
         if health is not None and exp.steady_health:
             sick = [k for k, ok in health.items() if not ok]

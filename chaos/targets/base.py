@@ -131,13 +131,18 @@ class Target:
 
     @property
     def urls(self) -> list[str]:
+        """Where the load goes."""
         return [i.url for i in self.instances]
+
+    def all_instances(self) -> list[Instance]:
+        """Every process or container this target runs (primaries, and for some kinds backups and a gateway)."""
+        return list(self.instances)
 
     def up(self, should_stop=lambda: False) -> None:
         raise NotImplementedError
 
     def down(self, grace: float = 10.0) -> None:
-        for inst in self.instances:
+        for inst in reversed(self.all_instances()):  # the front (a gateway) first
             self.stop_instance(inst, grace)
 
     def health_url(self, inst: Instance) -> str:
@@ -201,7 +206,7 @@ class Target:
 
     def describe(self) -> dict:
         return {"kind": self.kind, "name": self.spec.name, "model": self.model,
-                "instances": [i.journal() for i in self.instances]}
+                "instances": [i.journal() for i in self.all_instances()]}
 
 
 def spawn(cmd: list[str], log_path: str, env: dict | None = None) -> tuple[subprocess.Popen, float]:

@@ -1,11 +1,48 @@
-"""N replicas of the bundled reference server, each its own process group."""
+"""N replicas of the bundled reference server, each its own process group; optionally backup replicas and
+the resilient gateway in front of them (the load then goes through the gateway)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
+from ..load.shapes import parse_duration
 from .base import Instance, Target, TargetError, free_port, spawn
+
+
+def gateway_settings(g: dict) -> dict:
+    """The target file's gateway: mapping, as GatewaySettings fields."""
+    out = {}
+
+    def dur(v):
+        return "auto" if v == "auto" else parse_duration(v)
+
+    for key, field in (("retries", "retries"), ("max_concurrency", "max_concurrency"), ("max_queue", "max_queue"),
+                       ("cache_size", "cache_size")):
+        if key in g:
+            out[field] = g[key]
+    for key, field in (("first_token_timeout", "first_token_timeout"), ("total_timeout", "total_timeout"),
+                       ("backoff", "backoff_base_s"), ("queue_timeout", "queue_timeout_s"),
+                       ("health_interval", "health_interval_s")):
+        if key in g:
+            out[field] = dur(g[key])
+    e = g.get("eject") or {}
+    if "after_failures" in e:
+        out["eject_after_failures"] = e["after_failures"]
+    if "for" in e:
+        out["eject_for_s"] = parse_duration(e["for"])
+    b = g.get("breaker") or {}
+    if "error_rate" in b:
+        from ..experiment.model import parse_percent
+        out["breaker_error_rate"] = parse_percent(b["error_rate"])
+    if "min_requests" in b:
+        out["breaker_min_requests"] = b["min_requests"]
+    if "window" in b:
+        out["breaker_window"] = b["window"]
+    if "open" in b:
+        out["breaker_open_s"] = parse_duration(b["open"])
+    return out
 
 
 class ReferenceTarget(Target):
@@ -19,11 +56,41 @@ class ReferenceTarget(Target):
             port = free_port()
             self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
                                            log_path=os.path.join(out_dir, f"replica-r{i}.log")))
+        self.gateway_conf = s.get("gateway")
+        self.backups: list[Instance] = []
+        self.gateway: Instance | None = None
+        if self.gateway_conf is not None:
+            for i in range((self.gateway_conf.get("backup") or {}).get("replicas", 0)):
+                port = free_port()
+                self.backups.append(Instance(i, f"b{i}", f"http://127.0.0.1:{port}", port,
+                                             log_path=os.path.join(out_dir, f"backup-b{i}.log")))
+            port = free_port()
+            self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
+                                    log_path=os.path.join(out_dir, "gateway.log"))
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.gateway.url] if self.gateway else [i.url for i in self.instances]
+
+    def all_instances(self) -> list[Instance]:
+        return self.instances + self.backups + ([self.gateway] if self.gateway else [])
 
     def command(self, inst: Instance) -> list[str]:
         s = self.spec.settings
+        if inst is self.gateway:
+            cmd = [sys.executable, "-m", "chaos", "reference", "gateway", "--host", "127.0.0.1", "--port",
+                   str(inst.port), "--drain-timeout", "5",
+                   "--settings", json.dumps(gateway_settings(self.gateway_conf))]
+            for p in self.instances:
+                cmd += ["--upstream", f"{p.id}={p.url}"]
+            for b in self.backups:
+                cmd += ["--backup", f"{b.id}={b.url}"]
+            return cmd
+        if inst in self.backups:
+            preset = (self.gateway_conf.get("backup") or {}).get("preset", "tiny")
+            s = {**s, "preset": preset, "args": []}
         # Replicas share the cores here: one torch thread each unless the file says otherwise.
-        threads = s.get("threads", 1 if self.spec.replicas > 1 else 0)
+        threads = s.get("threads", 1 if len(self.instances) + len(self.backups) > 1 else 0)
         cmd = [sys.executable, "-m", "chaos", "reference", "serve", "--host", "127.0.0.1", "--port", str(inst.port),
                "--replica-id", inst.id, "--preset", s.get("preset", "small"), "--model-name", self.model,
                "--threads", str(threads), "--enable-fault-hooks", "--drain-timeout", "5"]
@@ -37,9 +104,13 @@ class ReferenceTarget(Target):
         inst.state = "starting"
 
     def up(self, should_stop=lambda: False) -> None:
-        for inst in self.instances:
+        replicas = self.instances + self.backups
+        for inst in replicas:
             self.start_instance(inst)
-        for inst in self.instances:
+        for inst in replicas:
             self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+        if self.gateway is not None:
+            self.start_instance(self.gateway)
+            self.wait_healthy(self.gateway, self.spec.startup_timeout, should_stop)
         if not self.instances:
             raise TargetError("the target has no replicas")

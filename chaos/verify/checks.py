@@ -47,7 +47,18 @@ def latency(records: list[RequestRecord], q: float, ttft: bool = False) -> float
 
 
 def window(records, start: float, end: float) -> list[RequestRecord]:
+    """Requests sent in [start, end)."""
     return [r for r in records if start <= r.t_start < end]
+
+
+def ended_in(records, start: float, end: float) -> list[RequestRecord]:
+    """Requests that ended in [start, end): how the service looked from outside in that span."""
+    return [r for r in records if r.t_end is not None and start <= r.t_end < end]
+
+
+def overlapping(records, start: float, end: float) -> list[RequestRecord]:
+    """Requests in flight at any moment of [start, end]: the ones a fault could touch."""
+    return [r for r in records if r.t_start <= end and (r.t_end or r.t_start) >= start]
 
 
 def fmt_s(v) -> str:
@@ -94,7 +105,7 @@ def recovery_point(records, fault_start: float, end: float, slo, width: float = 
     (error rate and latency); None if no window does before the run ends."""
     t = max(fault_start, not_before or fault_start)
     while t + width <= end + 1e-9:
-        w = window(records, t, t + width)
+        w = ended_in(records, t, t + width)
         if len(_judged(w)) >= 2 and slo_met(w, slo):
             return t
         t += step
