@@ -13,8 +13,10 @@ import threading
 
 
 class ScriptedServer:
-    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5):
+    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
+        self.retry_after_ms = retry_after_ms
+        self.arrivals: list[float] = []
         self.received = 0
         self.loop = asyncio.new_event_loop()
         self.port = None
@@ -58,11 +60,15 @@ class ScriptedServer:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:] if l)}
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
+                if path.endswith("/health"):
+                    await self._send_json(writer, 200, {})
+                    continue
                 if path.endswith("/models"):
                     await self._send_json(writer, 200, {"object": "list", "data": [{"id": "scripted",
                                                                                    "owned_by": "tests"}]})
                     continue
                 self.received += 1
+                self.arrivals.append(__import__("time").monotonic())
                 keep = await self._respond(writer, json.loads(body or b"{}"), headers)
                 if not keep:
                     return
@@ -95,7 +101,7 @@ class ScriptedServer:
         if mode == "http429":
             await self._send_json(writer, 429, {"error": {"message": "slow down", "type": "requests", "param": None,
                                                           "code": "rate_limit_exceeded"}},
-                                  "Retry-After: 0\r\nretry-after-ms: 10\r\n")
+                                  f"Retry-After: {self.retry_after_ms // 1000}\r\nretry-after-ms: {self.retry_after_ms}\r\n")
             return True
         if mode == "reset_early":
             self._reset(writer)

@@ -167,13 +167,16 @@ class Gateway:
         tried: set[str] = set()
         retry_after = None
         for attempt in range(1 + s.retries):
-            u = self.primary.pick(tried)
+            # Prefer a replica not tried yet; with none left, the same one again after the backoff.
+            u = self.primary.pick(tried) or self.primary.pick(set())
             if u is None:
                 break
             if attempt:
                 await asyncio.sleep(self._backoff(attempt, retry_after))
                 self.metrics.retries.inc()
-                u = self.primary.pick(tried) or u
+                u = self.primary.pick(tried) or self.primary.pick(set())
+                if u is None:
+                    break
             tried.add(u.name)
             out = await self._attempt(request, u, path, raw, body, stream, rid, served_as=None, attempts=attempt + 1)
             if not isinstance(out, Failure):
