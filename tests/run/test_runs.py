@@ -190,3 +190,19 @@ verify:
     after = {i["id"]: i["pid"] for i in restarted}
     assert all(after[k] != before[k] for k in killed)  # new processes
     assert leftovers(run_dir) == []
+
+
+def test_all_primaries_down_experiment_falls_back_and_returns(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run("experiments/all-primaries-down.yaml", run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rep = report(run_dir)
+    by_name = {c["name"]: c for c in rep["checks"]}
+    assert by_name["fallback to backup"]["passed"] and by_name["fallback to cache"]["passed"]
+    recs = [json.loads(line) for line in open(run_dir / "requests.jsonl")]
+    served = {x["served_by"] for x in recs if x["outcome"] == "ok"}
+    assert {"r0", "r1", "backup", "cache"} <= served
+    last = max(x["t_start"] for x in recs)
+    tail = [x["served_by"] for x in recs if x["t_start"] > last - 5 and x["outcome"] == "ok"]
+    assert set(tail) <= {"r0", "r1"}  # traffic went back to the primaries
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
