@@ -219,31 +219,35 @@ class Gateway:
         t0 = time.monotonic()
         resp = None
         committed = None
+        loop = asyncio.get_running_loop()
         try:
             try:
-                resp = await asyncio.wait_for(self.session.post(u.url + path, data=raw, headers=headers),
-                                              first_timeout)
-                if resp.status >= 500 or resp.status in RETRYABLE:
-                    await resp.read()
-                    u.record(False)
-                    return Failure(f"HTTP {resp.status}", parse_retry_after(resp.headers), resp.status)
-                served = served_as or resp.headers.get("x-served-by") or u.name
-                out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
-                               "x-upstream": u.name}
-                if resp.status >= 400:  # the client's mistake: pass it through, never retry it
-                    data = await resp.read()
-                    u.record(True)
-                    return web.Response(body=data, status=resp.status, headers={
-                        **out_headers, "Content-Type": resp.headers.get("Content-Type", "application/json")})
+                # asyncio.timeout rather than wait_for: no extra task per await on the hot path.
+                async with asyncio.timeout(first_timeout):
+                    resp = await self.session.post(u.url + path, data=raw, headers=headers)
+                    if resp.status >= 500 or resp.status in RETRYABLE:
+                        await resp.read()
+                        u.record(False)
+                        return Failure(f"HTTP {resp.status}", parse_retry_after(resp.headers), resp.status)
+                    served = served_as or resp.headers.get("x-served-by") or u.name
+                    out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
+                                   "x-upstream": u.name}
+                    if resp.status >= 400:  # the client's mistake: pass it through, never retry it
+                        data = await resp.read()
+                        u.record(True)
+                        return web.Response(body=data, status=resp.status, headers={
+                            **out_headers, "Content-Type": resp.headers.get("Content-Type", "application/json")})
+                    if stream:
+                        first = await resp.content.readany()
                 if not stream:
-                    data = await asyncio.wait_for(resp.read(), max(0.001, total_timeout - (time.monotonic() - t0)))
+                    async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
+                        data = await resp.read()
                     u.record(True)
                     self.latency.total.append(time.monotonic() - t0)
                     self._remember(path, body, answer_from_json(data))
+                    self.metrics.served.labels(served_as or u.pool).inc()
                     return web.Response(body=data, status=resp.status, headers={
                         **out_headers, "Content-Type": resp.headers.get("Content-Type", "application/json")})
-                first = await asyncio.wait_for(resp.content.readany(),
-                                               max(0.001, first_timeout - (time.monotonic() - t0)))
                 if not first:
                     u.record(False)
                     return Failure("the stream ended before any data")
@@ -255,21 +259,24 @@ class Gateway:
             committed = web.StreamResponse(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
                                                                 "Cache-Control": "no-cache"})
             await committed.prepare(request)
-            collector = SSECollector()
+            collector = SSECollector(keep=self.settings.cache_size > 0 and body is not None)
             collector.feed(first)
             await committed.write(first)
-            deadline = t0 + total_timeout
             upstream_failed = None
-            while True:
-                try:
-                    chunk = await asyncio.wait_for(resp.content.readany(), max(0.001, deadline - time.monotonic()))
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-                    upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
-                    break
-                if not chunk:
-                    break
-                collector.feed(chunk)
-                await committed.write(chunk)  # as it came: token by token
+            try:
+                async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
+                    while True:
+                        try:
+                            chunk = await resp.content.readany()
+                        except (aiohttp.ClientError, OSError) as e:
+                            upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
+                            break
+                        if not chunk:
+                            break
+                        collector.feed(chunk)
+                        await committed.write(chunk)  # as it came: token by token
+            except asyncio.TimeoutError:
+                upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
             if upstream_failed is None and not collector.done:
                 upstream_failed = f"upstream {u.name} ended the stream without [DONE]"
             if upstream_failed:
@@ -281,8 +288,7 @@ class Gateway:
                 u.record(not collector.error)
                 self.latency.total.append(time.monotonic() - t0)
                 if not collector.error:
-                    self._remember(path, body, ("".join(collector.text), collector.finish_reason, collector.usage,
-                                                collector.model))
+                    self._remember(path, body, collector.answer())
             await committed.write_eof()
             self.metrics.served.labels(served_as or u.pool).inc()
             return committed

@@ -6,44 +6,52 @@ import json
 
 
 class SSECollector:
-    """Accumulates content, finish_reason and usage from SSE bytes fed in arbitrary pieces."""
+    """Watches SSE bytes fed in arbitrary pieces: notices [DONE] and error events as they pass, and keeps the
+    raw bytes (bounded) so content, finish_reason and usage are parsed once, at the end, only if wanted."""
 
-    def __init__(self):
-        self._buf = b""
+    LIMIT = 1 << 20
+
+    def __init__(self, keep: bool = True):
+        self._raw = bytearray()
+        self._tail = b""
+        self.keep = keep
         self.done = False
         self.error = False
-        self.text: list[str] = []
-        self.finish_reason = "stop"
-        self.usage: dict = {}
-        self.model = ""
 
     def feed(self, data: bytes) -> None:
-        self._buf += data
-        while b"\n" in self._buf:
-            line, self._buf = self._buf.split(b"\n", 1)
+        window = self._tail + data
+        if b"[DONE]" in window:
+            self.done = True
+        if b'"error"' in window and b'data: {"error"' in window:
+            self.error = True
+        self._tail = window[-24:]
+        if self.keep and len(self._raw) + len(data) <= self.LIMIT:
+            self._raw += data
+        else:
+            self.keep = False
+
+    def answer(self) -> tuple[str, str, dict, str] | None:
+        """(text, finish_reason, usage, model) of the whole stream, or None when it was not kept."""
+        if not self.keep:
+            return None
+        text, finish, usage, model = [], "stop", {}, ""
+        for line in bytes(self._raw).split(b"\n"):
             line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                self.done = True
+            if not line.startswith(b"data:") or line.endswith(b"[DONE]"):
                 continue
             try:
-                obj = json.loads(payload)
+                obj = json.loads(line[5:])
             except ValueError:
                 continue
-            if "error" in obj:
-                self.error = True
-                continue
-            self.model = obj.get("model", self.model)
-            if obj.get("usage"):
-                self.usage = obj["usage"]
+            model = obj.get("model", model)
+            usage = obj.get("usage") or usage
             for c in obj.get("choices") or []:
                 piece = (c.get("delta") or {}).get("content") if "delta" in c else c.get("text")
                 if piece:
-                    self.text.append(piece)
+                    text.append(piece)
                 if c.get("finish_reason"):
-                    self.finish_reason = c["finish_reason"]
+                    finish = c["finish_reason"]
+        return "".join(text), finish, usage, model
 
 
 def answer_from_json(body: bytes) -> tuple[str, str, dict, str] | None:
