@@ -12,7 +12,6 @@ import re
 import jsonschema
 import yaml
 
-from . import schema as S
 
 VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

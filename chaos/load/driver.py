@@ -23,7 +23,6 @@ from urllib.parse import urlparse
 from .records import read_records
 from .shapes import LoadPlan
 from .summary import StepSummary, format_table, summarize, summarize_steps
-from .workloads import WorkloadSpec
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 

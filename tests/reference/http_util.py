@@ -55,3 +55,28 @@ def metric(base_url, name):
         if line.startswith(name + "{") or line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     raise KeyError(name)
+
+
+def open_stream(base_url, body, path="/v1/completions", wait_first=False):
+    """Start a streamed request; (connection, response). With wait_first, return once one data line is read."""
+    c = conn(base_url)
+    c.request("POST", path, body=json.dumps({**body, "stream": True}).encode(),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    while wait_first:
+        line = r.readline().decode()
+        if line.startswith("data: "):
+            break
+    return c, r
+
+
+def read_rest(r):
+    """The data payloads left in a stream, as strings, until it ends."""
+    events = []
+    while True:
+        line = r.readline()
+        if not line:
+            return events
+        line = line.decode().strip()
+        if line.startswith("data: "):
+            events.append(line[6:])

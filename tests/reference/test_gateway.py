@@ -2,15 +2,13 @@
 
 import json
 import signal
-import threading
 import time
 
-import pytest
 
 from chaos.reference.launcher import start_gateway, start_server
 from tests.load.scripted_server import ScriptedServer
 
-from .http_util import conn, metric, post, request, sse
+from .http_util import metric, open_stream, post, read_rest, request, sse
 
 M = "chaos-reference"
 BODY = {"model": M, "prompt": "gateway", "max_tokens": 6, "temperature": 0, "ignore_eos": True}
@@ -30,25 +28,6 @@ def settings(**kw):
     return ["--settings", json.dumps({"health_interval_s": 0.2, **kw})]
 
 
-def open_stream(base_url, body):
-    c = conn(base_url)
-    c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}).encode(),
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    return c, r
-
-
-def read_events(r):
-    events = []
-    while True:
-        line = r.readline()
-        if not line:
-            return events
-        line = line.decode().strip()
-        if line.startswith("data: "):
-            events.append(line[6:])
-
-
 def test_sigkill_mid_stream_fails_that_stream_only_and_is_not_retried():
     rs = replicas(2)
     for r in rs:
@@ -61,7 +40,7 @@ def test_sigkill_mid_stream_fails_that_stream_only_and_is_not_retried():
         resp.readline()  # the first chunk is through: the stream is committed
         victim = next(r for r in rs if r.output[-1].split()[3] == served)
         victim.signal(signal.SIGKILL)
-        events = read_events(resp)
+        events = read_rest(resp)
         c.close()
         assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == "upstream_failed"
         assert metric(gw.base_url, "gateway:retries_total") == 0  # bytes had gone out: never retried
@@ -173,7 +152,7 @@ def test_admission_control_refuses_with_429():
         resp.readline()
         status, headers, body = post(gw.base_url, "/v1/completions", BODY)
         assert status == 429 and headers["retry-after"] == "1" and body["error"]["code"] == "rate_limit_exceeded"
-        read_events(resp)
+        read_rest(resp)
         c.close()
         assert post(gw.base_url, "/v1/completions", BODY)[0] == 200
     finally:

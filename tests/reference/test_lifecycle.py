@@ -8,7 +8,8 @@ import time
 
 from chaos.reference.launcher import start_server
 
-from .http_util import conn, metric, post, request, sse
+from .http_util import metric, post, read_rest, request, sse
+from .http_util import open_stream as _open_stream
 
 M = "chaos-reference"
 
@@ -23,25 +24,8 @@ def wait_for(cond, timeout=20.0, interval=0.05):
 
 
 def open_stream(base_url, body):
-    """Start a streamed request and return (connection, response) once its first token has arrived."""
-    c = conn(base_url)
-    c.request("POST", "/v1/completions", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    while True:
-        line = r.readline().decode()
-        if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["text"] is not None:
-            return c, r
-
-
-def read_rest(r):
-    events = []
-    while True:
-        line = r.readline()
-        if not line:
-            return events
-        line = line.decode().strip()
-        if line.startswith("data: "):
-            events.append(line[6:])
+    """A streamed request, returned once its first token has arrived."""
+    return _open_stream(base_url, body, wait_first=True)
 
 
 def test_sigterm_drains_in_flight_streams_then_exits_0():
