@@ -187,6 +187,9 @@ class LLMUser(FastHttpUser):
     def one_request(self):
         if PROC.t0 is None:
             PROC.start(self.environment.runner)
+        if time.time() - PROC.t0 >= PLAN.duration:
+            gevent.sleep(0.5)  # the plan is over: start nothing new while Locust stops the users
+            return
         if PLAN.replay_speed:
             index = PROC.take_index()
             if index is None:
@@ -237,7 +240,7 @@ class LLMUser(FastHttpUser):
         if rec.t_end is not None:
             fire(name=f"E2E {rec.case}", response_time=(rec.t_end - rec.t_sched) * 1000,
                  response_length=rec.output_tokens, exception=exc, **base)
-        if rec.t_first is not None:
+        if rec.t_first is not None:  # from the intended send time, as the summary counts open-loop latency
             fire(name=f"TTFT {rec.case}", response_time=(rec.t_first - rec.t_sched) * 1000, response_length=0,
                  exception=None, **base)
             if rec.output_tokens > 1 and rec.t_end is not None:
@@ -332,6 +335,7 @@ class LLMUser(FastHttpUser):
                 first.cancel()
             rec.t_end = time.time()
             self._judge_stream(state, rec, req, gaps)
+            self._finish_response(raw)
         except _Timeout as t:
             rec.outcome, rec.timeout_kind, rec.error = "timeout", t.kind, f"no {'first token' if t.kind == 'first_token' else 'end'} within the {t.kind} timeout"
             rec.t_end = time.time()
@@ -349,6 +353,19 @@ class LLMUser(FastHttpUser):
             total.cancel()
         self._fill_gaps(rec, gaps)
         return resp_headers
+
+    @staticmethod
+    def _finish_response(raw):
+        """Read what follows [DONE] (the chunked terminator often comes in a later write) so the connection
+        goes back to the pool instead of being closed: a new connection per request costs time and, over
+        TLS, a handshake."""
+        try:
+            with gevent.Timeout(1.0, False):
+                while raw.readline(b"\n"):
+                    pass
+            raw.release()  # complete: returned to the pool; cut short: closed
+        except Exception:
+            pass
 
     @staticmethod
     def _discard(resp):

@@ -100,12 +100,14 @@ class LoadPlan:
 
 
 def fixed(users: int, duration: float, spawn_rate: float | None = None, **kw) -> LoadPlan:
-    return LoadPlan([Stage(f"users={users}", duration, users, spawn_rate or max(1.0, users))], kind="users", **kw)
+    return LoadPlan([Stage(f"users={users}", duration, users, spawn_rate or min(100.0, max(1.0, users)))],
+                    kind="users", **kw)
 
 
 def steps(user_steps: list[int], step_duration: float, spawn_rate: float | None = None, **kw) -> LoadPlan:
     """The seed's gradient, e.g. 10, 50, 100, 200, 500, each held for step_duration."""
-    return LoadPlan([Stage(f"users={u}", step_duration, u, spawn_rate or max(1.0, u)) for u in user_steps],
+    return LoadPlan([Stage(f"users={u}", step_duration, u, spawn_rate or min(100.0, max(1.0, u)))
+                     for u in user_steps],
                     kind="steps", **kw)
 
 

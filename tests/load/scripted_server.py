@@ -13,8 +13,10 @@ import threading
 
 
 class ScriptedServer:
-    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10):
+    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
+        self.terminator_delay = terminator_delay  # the chunked end marker as a later write, as uvicorn does
+        self.connections = 0
         self.retry_after_ms = retry_after_ms
         self.arrivals: list[float] = []
         self.received = 0
@@ -53,6 +55,7 @@ class ScriptedServer:
         self.loop.run_forever()
 
     async def _handle(self, reader, writer):
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -131,6 +134,9 @@ class ScriptedServer:
             usage = {"id": "x", "object": "chat.completion.chunk", "choices": [],
                      "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces), "total_tokens": 3 + len(pieces)}}
             writer.write(self._sse(usage) + self._sse(b"[DONE]"))
+        if self.terminator_delay:
+            await writer.drain()
+            await asyncio.sleep(self.terminator_delay)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

@@ -228,3 +228,11 @@ def test_ui_serves_locust_web_ui_on_loopback(reference, tmp_path):
     t.join()
     assert seen.get("status") == 200 and "stats" in seen["body"]
     assert records
+
+
+def test_connections_are_reused_when_the_end_marker_comes_late(tmp_path):
+    with ScriptedServer("ok", tokens=3, terminator_delay=0.005) as srv:
+        _, records = run(srv.url, fixed(1, 10.0, max_requests=12), tmp_path)
+        connections = srv.connections
+    assert len(records) == 12 and all(r.outcome == "ok" for r in records)
+    assert connections <= 3  # one user, one kept-alive connection (plus the model probe)
