@@ -105,6 +105,14 @@ def cmd_run(a) -> int:
         print("valid; nothing started (--dry-run)")
         return 0
     runner = Runner(exp, a.out, View("json" if a.json else "auto"))
+    try:
+        os.makedirs(runner.run_dir, exist_ok=True)
+        if os.path.exists(os.path.join(runner.run_dir, "journal.jsonl")):
+            print(f"error: {runner.run_dir} already holds a run; choose another --out", file=sys.stderr)
+            return 2
+    except OSError as e:
+        print(f"error: cannot create the run directory {runner.run_dir}: {e.strerror or e}", file=sys.stderr)
+        return 2
     code = runner.execute()
     rep = getattr(runner, "report", None)
     if rep and not a.json:

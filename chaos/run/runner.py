@@ -45,7 +45,12 @@ def become_subreaper() -> None:
 
 
 def default_run_dir(name: str) -> str:
-    return os.path.join("reports", f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    base = os.path.join("reports", f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    path, n = base, 1
+    while os.path.exists(path):  # two runs in the same second keep separate journals
+        n += 1
+        path = f"{base}-{n}"
+    return path
 
 
 class Runner:
