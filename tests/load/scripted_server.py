@@ -10,6 +10,7 @@ import json
 import socket
 import struct
 import threading
+import time
 
 
 class ScriptedServer:
@@ -71,7 +72,7 @@ class ScriptedServer:
                                                                                    "owned_by": "tests"}]})
                     continue
                 self.received += 1
-                self.arrivals.append(__import__("time").monotonic())
+                self.arrivals.append(time.monotonic())
                 keep = await self._respond(writer, json.loads(body or b"{}"), headers)
                 if not keep:
                     return
