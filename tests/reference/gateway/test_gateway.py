@@ -8,7 +8,7 @@ import time
 from chaos.reference.launcher import start_gateway, start_server
 from tests.load.scripted_server import ScriptedServer
 
-from .http_util import metric, open_stream, post, read_rest, request, sse
+from ..http_util import metric, open_stream, post, read_rest, request, sse
 
 M = "chaos-reference"
 BODY = {"model": M, "prompt": "gateway", "max_tokens": 6, "temperature": 0, "ignore_eos": True}

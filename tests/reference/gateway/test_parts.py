@@ -1,0 +1,74 @@
+"""The gateway's small parts on their own: breaker, auto timeouts, cache keys, SSE watching."""
+
+import json
+
+from chaos.reference.gateway.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
+from chaos.reference.gateway.cache import Answer, AnswerCache, cache_key
+from chaos.reference.gateway.stream import SSECollector, synthesize
+from chaos.reference.gateway.upstreams import LatencyTracker
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_breaker_cycle_with_a_clock():
+    clock = Clock()
+    b = CircuitBreaker(window=4, min_requests=3, error_rate=0.5, open_s=2.0, clock=clock)
+    for ok in (True, False, False):
+        assert b.can_pass()
+        b.begin()
+        b.record(ok)
+    assert b.state == OPEN and not b.can_pass()
+    clock.t = 2.5
+    assert b.can_pass()
+    b.begin()
+    assert b.state == HALF_OPEN and not b.can_pass()  # one probe at a time
+    b.record(False)
+    assert b.state == OPEN
+    clock.t = 5.0
+    b.begin()
+    b.record(True)
+    assert b.state == CLOSED and [s for _, s in b.transitions] == [OPEN, HALF_OPEN, OPEN, HALF_OPEN, CLOSED]
+
+
+def test_auto_timeout_is_one_and_a_half_p99_with_floor_and_default():
+    t = LatencyTracker()
+    assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 10.0  # no samples yet
+    assert t.timeout("first_token", 7.0, floor=2.0, default=10.0) == 7.0  # a number is taken as given
+    t.ttft.extend([0.1] * 99 + [4.0])
+    assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 6.0  # 1.5 x P99
+    t.ttft.clear()
+    t.ttft.extend([0.1] * 50)
+    assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 2.0  # the floor
+
+
+def test_cache_key_ignores_order_stream_and_user_and_the_cache_is_bounded():
+    a = cache_key("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                           "stream": True, "user": "u1"})
+    b = cache_key("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "model": "m"})
+    assert a == b and a != cache_key("/v1/completions", {"model": "m", "prompt": "hi"})
+    clock = Clock()
+    c = AnswerCache(size=2, ttl_s=10, clock=clock)
+    for k in "xyz":
+        c.put(k, Answer(k, "stop", {}, "m", clock()))
+    assert c.get("x") is None and c.get("z").text == "z"
+    clock.t = 11
+    assert c.get("z") is None
+
+
+def test_sse_collector_sees_done_across_pieces_and_rebuilds_the_answer():
+    chunks = [b'data: {"model":"m","choices":[{"delta":{"content":"Hel"}}]}\n\n',
+              b'data: {"choices":[{"delta":{"content":"lo"},"finish_reason":"stop"}]}\n\ndata: [DO', b'NE]\n\n']
+    c = SSECollector()
+    for piece in chunks:
+        c.feed(piece)
+    assert c.done and not c.error
+    assert c.answer() == ("Hello", "stop", {}, "m")
+    built = synthesize("chat", "r1", "m", "Hello", "stop", {"completion_tokens": 2}, True, True, "cache")
+    lines = [line[6:] for line in built.decode().split("\n") if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["usage"] == {"completion_tokens": 2}
