@@ -125,7 +125,8 @@ class Runner:
         self.target = make_target(self.exp.target, self.run_dir)
         self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
                                                                                  self.target.all_instances()])
-        self.view.event("target", f"starting {self.exp.target.kind} target ({len(self.target.instances)} instance(s))")
+        names = ", ".join(i.id for i in self.target.all_instances())
+        self.view.event("target", f"starting {self.exp.target.kind} target: {names}")
         try:
             self.target.up(self.should_stop)
         finally:
@@ -143,8 +144,9 @@ class Runner:
         procs = [{"pid": p.pid, "create_time": _ctime(p.pid)} for p in self.load.procs]
         self.journal.write("load_started", processes=procs, plan=cfg.plan.to_dict()["kind"],
                            duration=cfg.plan.duration)
-        self.view.event("load", f"{cfg.plan.kind} load for {cfg.plan.duration:.0f}s against "
-                                f"{len(self.target.urls)} instance(s), model {self.load.model}")
+        where = ", ".join(self.target.urls)
+        self.view.event("load", f"{cfg.plan.kind} load for {cfg.plan.duration:.0f}s against {where}, "
+                                f"model {self.load.model}")
 
     def _main_loop(self) -> int | None:
         pending = sorted((make_fault(s, self.target) for s in self.exp.faults), key=lambda f: f.spec.at)
