@@ -30,6 +30,9 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--preset", default="small", choices=sorted(PRESETS),
                    help="model preset (default: small, ~22M parameters)")
     p.add_argument("--seed", type=int, default=1234, help="seed for the synthetic prompts")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="engine dtype (bfloat16 uses AMX where the CPU has it, but greedy output is then "
+                        "no longer independent of the batch)")
     return p
 
 

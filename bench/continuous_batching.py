@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     reps = args.reps or (1 if args.quick else 3)
     check = args.check if args.check is not None else (2 if args.quick else 4)
 
-    engine = make_engine(args.preset, max_num_seqs=max(64, args.streams))
+    engine = make_engine(args.preset, max_num_seqs=max(64, args.streams), dtype=args.dtype)
     print_header("continuous batching vs sequential", args, engine)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     rng = random.Random(args.seed)

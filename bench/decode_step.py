@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     warm_steps = args.warm_steps if args.warm_steps is not None else (2 if args.quick else 4)
     rounds = args.rounds or (1 if args.quick else 3)
 
-    engine = make_engine(args.preset, max_num_seqs=max(64, *sizes))
+    engine = make_engine(args.preset, max_num_seqs=max(64, *sizes), dtype=args.dtype)
     print_header("decode step time vs batch size", args, engine)
     print(f"batch sizes {sizes}, prompt {prompt_len} tokens, {warm_steps} untimed + {steps} timed decode steps each, "
           f"{rounds} round(s)")

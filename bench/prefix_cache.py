@@ -62,8 +62,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     reps = args.reps or (3 if args.quick else 10)
 
-    cached_engine = make_engine(args.preset, enable_prefix_caching=True)
-    cold_engine = make_engine(args.preset, enable_prefix_caching=False)
+    cached_engine = make_engine(args.preset, enable_prefix_caching=True, dtype=args.dtype)
+    cold_engine = make_engine(args.preset, enable_prefix_caching=False, dtype=args.dtype)
     print_header("prefix cache: TTFT with a shared prefix, cached vs cold", args, cached_engine)
     total = args.prefix_len + args.suffix_len
     if total >= cached_engine.config.max_model_len:

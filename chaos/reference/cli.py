@@ -38,7 +38,9 @@ def register(sub, formatter) -> None:
     g.add_argument("--checkpoint", metavar="DIR", help="local config.json + *.safetensors of the same architecture")
     g.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     g.add_argument("--device", default="cpu", help="auto, cpu or cuda[:N]")
-    g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    g.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                   help="float32 keeps greedy output independent of the batch; bfloat16 is ~2x faster batched "
+                        "on CPUs with AMX (see BENCHMARKS.md) but greedy output may then change with the batch")
     g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     g = serve.add_argument_group("engine")
     g.add_argument("--max-model-len", type=int, default=0, help="context limit (0: the model's)")
