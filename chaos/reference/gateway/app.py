@@ -214,7 +214,7 @@ class Gateway:
         headers = {"Content-Type": request.headers.get("Content-Type", "application/json"), "x-request-id": rid}
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
-        u.breaker.begin()
+        probing = u.breaker.begin()
         u.outstanding += 1
         t0 = time.monotonic()
         resp = None
@@ -296,6 +296,8 @@ class Gateway:
             return committed  # the client left: the finally closes the upstream, which aborts it there too
         finally:
             u.outstanding -= 1
+            if probing and u.breaker.probe_in_flight:
+                u.breaker.abandon_probe()  # no verdict (cancelled, client gone): never leave it half-open forever
             if resp is not None:
                 if committed is not None and not resp.content.at_eof():
                     resp.close()

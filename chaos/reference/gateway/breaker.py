@@ -31,12 +31,19 @@ class CircuitBreaker:
             return self.clock() - self.opened_at >= self.open_s
         return not self.probe_in_flight
 
-    def begin(self) -> None:
-        """A request is going out: from open past its time, it is the half-open probe."""
+    def begin(self) -> bool:
+        """A request is going out; True when it is the half-open probe (open past its time)."""
         if self.state == OPEN and self.clock() - self.opened_at >= self.open_s:
             self._to(HALF_OPEN)
-        if self.state == HALF_OPEN:
+        if self.state == HALF_OPEN and not self.probe_in_flight:
             self.probe_in_flight = True
+            return True
+        return False
+
+    def abandon_probe(self) -> None:
+        """The probe ended without a verdict (the client left): let the next request probe instead."""
+        if self.state == HALF_OPEN:
+            self.probe_in_flight = False
 
     def record(self, ok: bool) -> None:
         if self.state == HALF_OPEN:

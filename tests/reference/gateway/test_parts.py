@@ -36,6 +36,19 @@ def test_breaker_cycle_with_a_clock():
     assert b.state == CLOSED and [s for _, s in b.transitions] == [OPEN, HALF_OPEN, OPEN, HALF_OPEN, CLOSED]
 
 
+def test_an_abandoned_probe_does_not_wedge_the_breaker():
+    clock = Clock()
+    b = CircuitBreaker(window=2, min_requests=2, error_rate=0.5, open_s=1.0, clock=clock)
+    b.record(False)
+    b.record(False)
+    clock.t = 1.5
+    assert b.begin() is True and not b.can_pass()
+    b.abandon_probe()  # the client of the probe went away
+    assert b.can_pass() and b.begin() is True
+    b.record(True)
+    assert b.state == CLOSED
+
+
 def test_auto_timeout_is_one_and_a_half_p99_with_floor_and_default():
     t = LatencyTracker()
     assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 10.0  # no samples yet
