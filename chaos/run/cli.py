@@ -220,8 +220,12 @@ def cmd_targets(a) -> int:
         print(f"{spec.name} is not up (no {state})")
         return 0
     info = json.load(open(state))
-    for inst in info["instances"]:
-        stop_group(inst.get("pid"), inst.get("create_time"), grace=5)
+    for inst in reversed(info["instances"]):  # the front (a gateway) first
+        if inst.get("container"):
+            from ..targets.docker import remove_container
+            remove_container(inst["container"], inst.get("engine"))
+        else:
+            stop_group(inst.get("pid"), inst.get("create_time"), grace=5)
         print(f"stopped {inst['id']}")
     os.remove(state)
     return 0
