@@ -128,6 +128,7 @@ FAULT = {"description": "a fault: type, when (at), and its own settings",
 VERIFY = _obj({
     "error_rate_during_fault": _obj({"max": PERCENT}, ["max"]),
     "recovery_time": _obj({"max": DURATION, "window": DURATION}, ["max"]),
+    "slo_during_fault": SLO,
     "slo_after": SLO,
     "status_codes": _obj({"allowed": {"type": "array", "items": {"type": "integer", "minimum": 100,
                                                                      "maximum": 599}}}, ["allowed"]),

@@ -266,11 +266,33 @@ class Runner:
                 health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
                 self.final_health = health
                 self.journal.write("final_health", health=health)
+                self._save_metrics()
             try:
                 self.target.down(grace=0.5 if fast() else 5.0)
             finally:
                 self.journal.write("target_stopped")
         self._reap_orphans()
+
+    def _save_metrics(self) -> None:
+        """Keep each instance's /metrics as the run ends (metrics-ID.txt) and note the counters that explain
+        what the engine did under the faults."""
+        import urllib.request
+
+        for inst in self.target.all_instances():
+            try:
+                with urllib.request.urlopen(inst.url + "/metrics", timeout=2) as r:
+                    text = r.read().decode(errors="replace")
+            except OSError:
+                continue
+            with open(os.path.join(self.run_dir, f"metrics-{inst.id}.txt"), "w") as f:
+                f.write(text)
+            found = {}
+            for line in text.splitlines():
+                for name in ("vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "gateway:retries_total"):
+                    if line.startswith(name):
+                        found[name.split(":")[1]] = found.get(name.split(":")[1], 0) + float(line.rsplit(" ", 1)[1])
+            if any(found.values()):
+                self.notes.append(f"{inst.id} at the end: " + ", ".join(f"{k} {v:g}" for k, v in found.items()))
 
     def _reap_orphans(self) -> None:
         """Anything still descending from us was started by this run: stop it."""
@@ -343,6 +365,9 @@ class Runner:
             out.append(V.Check("error rate during the fault", er is not None and er <= bound, V.fmt_pct(er),
                                f"<= {V.fmt_pct(bound)}", f"{len(w)} requests in flight between the first fault "
                                                          f"and the last revert"))
+        if "slo_during_fault" in v and f_start is not None:
+            out += V.slo_checks("during the fault", V.overlapping(records, f_start, f_end),
+                                SLO.from_dict(v["slo_during_fault"]))
         slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
         recovered = None
         if f_start is not None:

@@ -210,3 +210,16 @@ def test_all_primaries_down_experiment_falls_back_and_returns(tmp_path):
     tail = [x["served_by"] for x in recs if x["t_start"] > last - 5 and x["outcome"] == "ok"]
     assert set(tail) <= {"r0", "r1"}  # traffic went back to the primaries
     assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+@pytest.mark.parametrize("name", ["slow-replica", "kv-pressure"])
+def test_more_shipped_experiments_pass(tmp_path, name):
+    run_dir = tmp_path / "run"
+    r = chaos_run(f"experiments/{name}.yaml", run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rep = report(run_dir)
+    assert any(c["name"].startswith("during the fault") for c in rep["checks"])
+    if name == "kv-pressure":
+        assert any("num_preemptions_total" in n for n in rep["notes"])  # the cap really forced preemption
+        assert (run_dir / "metrics-r0.txt").exists()
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
