@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 import time
-
-from aiohttp import web
 
 from .api import ReferenceAPI, ServerSettings
 from .config import EngineConfig
 from .engine.async_engine import AsyncEngine
 from .engine.sequence import SamplingParams
+from .serving import ListenError, drain_on_signal, listen
 
 log = logging.getLogger("chaos.reference")
 
@@ -37,46 +35,18 @@ async def serve(settings: ServerSettings, config: EngineConfig, host: str, port:
     warm_up(engine)
     engine.start()
     api = ReferenceAPI(settings, engine)
-    runner = web.AppRunner(api.build_app(), handler_cancellation=True, access_log=None,
-                           shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
     try:
-        await site.start()
-    except OSError as e:
-        await runner.cleanup()
+        runner, bound_port = await listen(api.build_app(), host, port)
+    except ListenError as e:
         engine.shutdown()
-        raise ServeError(f"cannot listen on {host}:{port}: {e.strerror or e}. "
-                         f"Is another server using the port? Choose another with --port (0 picks a free one).")
-    bound_port = runner.addresses[0][1]
+        raise ServeError(str(e)) from None
     m = config.model
     announce(f"chaos reference server {settings.replica_id} listening on http://{host}:{bound_port} "
              f"(model {settings.model_name}, {m.num_parameters() / 1e6:.1f}M parameters, "
              f"device {engine.engine.model_runner.device}, {config.num_kv_blocks} KV blocks of {config.block_size}, "
              f"max_model_len {config.max_model_len}, ready in {time.monotonic() - t0:.1f}s)")
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    signals_seen = []
-
-    def on_signal(sig):
-        signals_seen.append(sig)
-        if len(signals_seen) == 1:
-            api.draining = True  # /health turns 503 and new requests are refused
-            log.info("signal %s: draining (up to %.0fs)", sig.name, settings.drain_timeout_s)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    await stop.wait()
-    # Let in-flight requests finish, up to the drain timeout or a second signal.
-    deadline = loop.time() + settings.drain_timeout_s
-    while api.in_flight and len(signals_seen) < 2 and loop.time() < deadline:
-        try:
-            await asyncio.wait_for(api.idle.wait(), timeout=0.1)
-        except asyncio.TimeoutError:
-            pass
-    unfinished = api.in_flight
+    unfinished = await drain_on_signal(api, settings.drain_timeout_s)
     await runner.cleanup()
     engine.shutdown()
     if unfinished:
