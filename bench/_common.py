@@ -19,6 +19,8 @@ import torch
 from chaos.reference.config import PRESETS, EngineConfig, preset
 from chaos.reference.engine.llm_engine import LLMEngine
 
+from _table import fmt as _fmt, print_table  # noqa: F401 - re-exported for the scripts
+
 _ALPHABET = string.ascii_lowercase + "      ,."
 
 
@@ -107,28 +109,3 @@ def print_header(title: str, args, engine: LLMEngine | None = None) -> None:
     print()
 
 
-def print_table(headers: list[str], rows: list[list], align: str | None = None) -> None:
-    """Plain fixed-width table; align is a string of 'l'/'r' per column (default: first l, rest r)."""
-    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    align = align or ("l" + "r" * (len(headers) - 1))
-
-    def line(row):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(row, widths, align))
-
-    print(line(cells[0]))
-    print("  ".join("-" * w for w in widths))
-    for row in cells[1:]:
-        print(line(row))
-
-
-def _fmt(c) -> str:
-    if isinstance(c, float):
-        if c == 0:
-            return "0"
-        if abs(c) >= 100:
-            return f"{c:,.0f}"
-        if abs(c) >= 10:
-            return f"{c:.1f}"
-        return f"{c:.2f}"
-    return str(c)

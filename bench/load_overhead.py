@@ -65,6 +65,8 @@ import threading
 import time
 import urllib.request
 
+from _table import fmt, print_table
+
 HERE = os.path.abspath(__file__)
 
 
@@ -454,34 +456,6 @@ def run_asyncio(port, users, duration, tokens, seed, out_dir, sampler, warm, rep
     stats = http(port, "/stats")
     t0 = min(r[0] for r in recs)
     return analyse("asyncio", rep, recs, sampler, t0, duration, warm, stats, users)
-
-
-def fmt(c) -> str:
-    if c is None:
-        return "-"
-    if isinstance(c, float):
-        if c == 0:
-            return "0"
-        if abs(c) >= 100:
-            return f"{c:,.0f}"
-        if abs(c) >= 10:
-            return f"{c:.1f}"
-        return f"{c:.2f}"
-    return str(c)
-
-
-def print_table(headers, rows, align=None):
-    cells = [[str(h) for h in headers]] + [[fmt(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    align = align or ("l" + "r" * (len(headers) - 1))
-
-    def line(row):
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(row, widths, align)).rstrip()
-
-    print(line(cells[0]))
-    print("  ".join("-" * w for w in widths))
-    for row in cells[1:]:
-        print(line(row))
 
 
 def wait_quiet(max_wait: float, limit: float = 0.15, need: int = 3) -> float:
