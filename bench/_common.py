@@ -19,7 +19,7 @@ import torch
 from chaos.reference.config import PRESETS, EngineConfig, preset
 from chaos.reference.engine.llm_engine import LLMEngine
 
-from _table import fmt as _fmt, print_table  # noqa: F401 - re-exported for the scripts
+from _table import print_table  # noqa: F401 - re-exported for the scripts
 
 _ALPHABET = string.ascii_lowercase + "      ,."
 

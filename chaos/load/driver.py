@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from .records import read_records
+from .records import read_new_records, read_records
 from .shapes import LoadPlan
 from .summary import StepSummary, format_table, summarize, summarize_steps
 
@@ -256,23 +256,8 @@ class LoadRun:
 
     def new_records(self) -> list:
         """Records written since the last call (whole lines only)."""
-        from .records import RequestRecord
-
-        out = []
-        try:
-            with open(self.records_path) as f:
-                f.seek(self._tail_offset)
-                data = f.read()
-        except FileNotFoundError:
-            return out
-        end = data.rfind("\n") + 1
-        self._tail_offset += len(data[:end].encode())
-        for line in data[:end].splitlines():
-            try:
-                out.append(RequestRecord(**json.loads(line)))
-            except (ValueError, TypeError):
-                continue
-        return out
+        records, self._tail_offset = read_new_records(self.records_path, self._tail_offset)
+        return records
 
     def live_line(self, window_s: float = 10.0) -> str:
         now = time.time()

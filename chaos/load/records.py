@@ -8,7 +8,6 @@ fell behind, so coordinated omission cannot hide queueing.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 
 OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "reset", "stream_error", "bad_output", "cancelled")
@@ -57,17 +56,24 @@ class RequestRecord:
         return json.dumps(asdict(self), separators=(",", ":"))
 
 
-def read_records(path: str) -> list[RequestRecord]:
+def read_new_records(path: str, offset: int = 0) -> tuple[list[RequestRecord], int]:
+    """Whole records written after byte offset, and the offset to read from next time. A line still being
+    written (no newline yet) waits for the next call; a line cut by a kill mid-write is skipped."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
     out = []
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(RequestRecord(**json.loads(line)))
-            except (ValueError, TypeError):
-                continue  # a line cut by a kill mid-write: skip it, keep the rest
-    return out
+    for line in data[:end].splitlines():
+        try:
+            out.append(RequestRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return out, offset + end
+
+
+def read_records(path: str) -> list[RequestRecord]:
+    return read_new_records(path)[0]
