@@ -39,13 +39,10 @@ class ServerProcess:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM (drain), then SIGKILL the whole group if it lingers. Returns the exit code."""
+        from ..targets.base import stop_group
+
         if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.proc.wait(5)
+            stop_group(self.proc.pid, None, timeout, self.proc)
         return self.proc.returncode
 
     def __enter__(self):
