@@ -22,7 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from chaos.load.records import RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
-from chaos.load.sse import StreamState, error_code_of, quantile
+from chaos.load.sse import StreamState, error_code_of, parse_retry_after, quantile
 from chaos.load.workloads import Workload, WorkloadSpec
 
 with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:
@@ -162,14 +162,7 @@ def classify_exception(e: BaseException) -> tuple[str, str | None, str]:
 
 
 def _retry_delay(attempt: int, headers) -> float:
-    ra = None
-    if headers is not None:
-        ms = headers.get("retry-after-ms")
-        sec = headers.get("retry-after")
-        try:
-            ra = float(ms) / 1000 if ms else (float(sec) if sec else None)
-        except ValueError:
-            ra = None
+    ra = parse_retry_after(headers)
     backoff = RETRY["backoff_s"] * (2 ** attempt)
     return min(RETRY.get("max_delay_s", 10.0), ra if ra is not None else backoff)
 

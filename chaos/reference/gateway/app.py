@@ -17,6 +17,7 @@ import uuid
 import aiohttp
 from aiohttp import web
 
+from ...load.sse import parse_retry_after
 from .cache import Answer, AnswerCache, cache_key
 from .metrics import GatewayMetrics
 from .settings import GatewaySettings
@@ -37,15 +38,6 @@ class Failure:
 
 def error_body(message: str, code: str, type_: str = "server_error") -> dict:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
-
-
-def parse_retry_after(headers) -> float | None:
-    ms = headers.get("retry-after-ms")
-    s = headers.get("retry-after")
-    try:
-        return float(ms) / 1000 if ms else (float(s) if s else None)
-    except ValueError:
-        return None
 
 
 class Gateway:
