@@ -76,10 +76,14 @@ class Experiment:
 
     @property
     def load_duration(self) -> float:
-        ld = self.load
-        if "steps" in ld:
-            return len(ld["steps"]) * parse_duration(ld.get("step_duration", "30s"))
-        return parse_duration(ld.get("duration", "60s"))
+        return load_duration(self.load)
+
+
+def load_duration(load: dict) -> float:
+    """How long a load: section runs (its steps, or its duration)."""
+    if "steps" in load:
+        return len(load["steps"]) * parse_duration(load.get("step_duration", "30s"))
+    return parse_duration(load.get("duration", "60s"))
 
 
 DURATION_PARAMS = {"restart_after", "duration"}
@@ -175,10 +179,7 @@ def _semantic_checks(doc: Located, target: TargetSpec) -> list[str]:
             problems.append(doc.problem(("load", "mix", name), f"unknown workload {name!r}", key=True))
     if (load.get("workload") == "replay" or "replay_speed" in load) and "replay" not in load:
         problems.append(doc.problem(("load",), "the replay workload needs load.replay: FILE"))
-    if "steps" in load:
-        total = len(load["steps"]) * parse_duration(load.get("step_duration", "30s"))
-    else:
-        total = parse_duration(load.get("duration", "60s"))
+    total = load_duration(load)
     for i, f in enumerate(d.get("faults") or []):
         at = parse_duration(f["at"])
         if at >= total:
