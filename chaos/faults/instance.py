@@ -86,6 +86,6 @@ class PauseInstance(Fault):
                 from ..targets.docker import unpause_container
                 if unpause_container(inst["container"], inst.get("engine")):
                     done.append(f"unpaused container {inst['container'][:12]}")
-            elif signal_group(inst.get("pgid"), inst.get("create_time"), signal.SIGCONT):
-                done.append(f"SIGCONT to process group {inst['pgid']} ({inst['id']})")
+            elif signal_group(inst.get("pid"), inst.get("create_time"), signal.SIGCONT):
+                done.append(f"SIGCONT to process group {inst['pid']} ({inst['id']})")
         return "; ".join(done) or "nothing paused was left"

@@ -18,9 +18,11 @@ import traceback
 
 import psutil
 
-from ..experiment.model import SLO, Experiment
+from ..experiment.model import SLO, Experiment, parse_percent
 from ..faults import FaultContext, make_fault
 from ..load.driver import LoadError, LoadRun
+from ..load.records import read_records
+from ..load.shapes import parse_duration
 from ..load.summary import summarize_steps
 from ..targets import TargetError, make_target
 from ..verify import checks as V
@@ -310,8 +312,6 @@ class Runner:
             self.journal.write("orphans_stopped", pids=[p.pid for p in kids])
 
     def _finish(self, code: int | None) -> int:
-        from ..load.records import read_records
-
         records = read_records(os.path.join(self.run_dir, "requests.jsonl"))
         checks = []
         if code is None or code == EXIT_FAILED and self.gate is not None and not self.gate[0]:
@@ -323,7 +323,6 @@ class Runner:
         plan = self.load.cfg.plan if self.load else None
         steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop,
                                 {s.name: s.duration for s in plan.stages}) if plan else []
-        journal = _read(os.path.join(self.run_dir, "journal.jsonl"))
         report = {
             "experiment": {"name": self.exp.name, "description": self.exp.description, "file": self.exp.path},
             "verdict": verdict, "exit_code": code, "reason": self.reason, "started": self.started,
@@ -335,11 +334,11 @@ class Runner:
             "faults": [{"name": f.spec.name, "type": f.type, "description": f.describe(), "applied": f.applied,
                         "reverted": f.reverted, "applied_at": getattr(f, "applied_at", None),
                         "reverted_at": getattr(f, "reverted_at", None)} for f in self.faults],
-            "timeline": journal, "notes": self.notes + (self.load.notes if self.load else []),
+            "notes": self.notes + (self.load.notes if self.load else []),
             "requests": len(records),
         }
         self.journal.write("run_finished", verdict=verdict, exit_code=code)
-        report["timeline"] = _read(os.path.join(self.run_dir, "journal.jsonl"))
+        report["timeline"] = _read(os.path.join(self.run_dir, "journal.jsonl"))  # read once, run_finished included
         write_reports(self.run_dir, report, steps)
         self.journal.close()
         self.report = report
@@ -357,8 +356,6 @@ class Runner:
         f_start = min((f.applied_at for f in applied), default=None)
         f_end = max((getattr(f, "reverted_at", None) or end for f in applied), default=None)
         if "error_rate_during_fault" in v and f_start is not None:
-            from ..experiment.model import parse_percent
-
             bound = parse_percent(v["error_rate_during_fault"]["max"])
             w = V.overlapping(records, f_start, f_end)
             er = V.error_rate(w)
@@ -371,8 +368,6 @@ class Runner:
         slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
         recovered = None
         if f_start is not None:
-            from ..load.shapes import parse_duration
-
             rt = v.get("recovery_time") or {}
             width = parse_duration(rt.get("window", "5s"))
             recovered = V.recovery_point(records, f_start, end, slo, width)
@@ -405,8 +400,6 @@ class Runner:
                                ", ".join(sorted(s for s in served if s)) or "none", "all instances",
                                "missing: " + ", ".join(missing) if missing else ""))
         if "fallback" in v and f_start is not None:
-            from ..load.shapes import parse_duration
-
             within = parse_duration(v["fallback"]["within"])
             paths = v["fallback"].get("paths") or ["backup", "cache"]
             for path in paths:

@@ -46,12 +46,11 @@ class Instance:
     proc: subprocess.Popen | None = field(default=None, repr=False)
     state: str = "down"  # up | down | paused
     log_path: str | None = None
-
     engine: str | None = None  # the Docker engine holding the container
 
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
-                "pgid": self.pid, "create_time": self.create_time, "container": self.container,
+                "create_time": self.create_time, "container": self.container,
                 "engine": self.engine}
 
 
