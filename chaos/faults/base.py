@@ -25,11 +25,16 @@ class Fault:
         self.applied = False
         self.reverted = False
         self.revert_at: float | None = None  # seconds after load start; None: at teardown
+        self.victims: list = []  # the instances plan() picked
 
     def plan(self, ctx: FaultContext) -> dict:
         """Decide what apply will touch and return it for the journal, which is written BEFORE apply,
-        so `chaos recover` can undo it from the journal alone."""
-        return {}
+        so `chaos recover` can undo it from the journal alone. By default: the instances it names."""
+        self.victims = self._pick(ctx)
+        return {"instances": [i.journal() for i in self.victims]}
+
+    def victim_ids(self) -> str:
+        return ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
 
     def apply(self, ctx: FaultContext) -> None:
         raise NotImplementedError

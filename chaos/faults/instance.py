@@ -14,36 +14,29 @@ class KillInstance(Fault):
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.victims = []
         self.sig = getattr(signal, spec.params.get("signal", "SIGKILL"))
         ra = spec.params.get("restart_after")
         self.revert_at = None if ra is None else spec.at + ra
 
     def plan(self, ctx: FaultContext) -> dict:
-        self.victims = self._pick(ctx)
-        return {"instances": [i.journal() for i in self.victims], "signal": self.sig.name}
+        return {**super().plan(ctx), "signal": self.sig.name}
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
         for inst in self.victims:
-            if inst.container:
-                self.target.kill_container(inst, self.sig)
-            else:
-                self.target.kill_instance(inst, self.sig)
+            self.target.kill_instance(inst, self.sig)  # a process group, or a container on a docker target
 
     def revert(self, ctx: FaultContext) -> None:
-        if self.reverted or not self.applied:
-            self.reverted = True
+        already, self.reverted = self.reverted, True
+        if already or not self.applied:
             return
-        self.reverted = True
         for inst in self.victims:
             if inst.state != "up":
                 self.target.restart_instance(inst, ctx.should_stop)
 
     def describe(self) -> str:
-        ids = ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
         after = "" if self.revert_at is None else f", restarted after {self.revert_at - self.spec.at:g}s"
-        return f"{self.sig.name} {ids} at {self.spec.at:g}s{after}"
+        return f"{self.sig.name} {self.victim_ids()} at {self.spec.at:g}s{after}"
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
@@ -56,12 +49,7 @@ class PauseInstance(Fault):
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.victims = []
         self.revert_at = spec.at + spec.params["duration"]
-
-    def plan(self, ctx: FaultContext) -> dict:
-        self.victims = self._pick(ctx)
-        return {"instances": [i.journal() for i in self.victims]}
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
@@ -75,8 +63,7 @@ class PauseInstance(Fault):
                 self.target.resume_instance(inst)
 
     def describe(self) -> str:
-        ids = ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
-        return f"pause {ids} at {self.spec.at:g}s for {self.spec.params['duration']:g}s"
+        return f"pause {self.victim_ids()} at {self.spec.at:g}s for {self.spec.params['duration']:g}s"
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:

@@ -126,7 +126,7 @@ class DockerTarget(Target):
                 pass
         inst.state = "down"
 
-    def kill_container(self, inst: Instance, sig) -> None:
+    def kill_instance(self, inst: Instance, sig) -> None:
         c = self._container(inst)
         if c is not None:
             try:
@@ -134,9 +134,6 @@ class DockerTarget(Target):
             except DockerException:
                 pass
         inst.state = "down"
-
-    def kill_instance(self, inst: Instance, sig) -> None:
-        self.kill_container(inst, sig)
 
     def pause_instance(self, inst: Instance) -> None:
         c = self._container(inst)
