@@ -7,6 +7,10 @@ back a whole block at a time (index_select over the block table: one contiguous 
 per block, not one per position). Decodes (one query each) run as one padded batch;
 prefill chunks run one sequence at a time with a causal mask offset by the context
 already cached (chunked prefill and prefix-cache hits).
+
+Decode has two kernels with the same inputs: "torch" (the gather above, then SDPA; any
+device) and "triton" (triton_attention.py: reads the cache in place, for CUDA, and the
+one CUDA graphs capture).
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ class PrefillChunk:
 @dataclass(slots=True)
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] where each new token's K/V goes
-    logits_indices: torch.Tensor  # [num_sampled] packed positions whose logits are sampled
-    decode_indices: torch.Tensor | None = None  # [B] packed positions of decode queries
-    decode_block_tables: torch.Tensor | None = None  # [B, max_blocks] padded with block 0
-    decode_mask: torch.Tensor | None = None  # [B, 1, 1, max_blocks * block_size] True where a key is real
+    logits_indices: torch.Tensor | None  # [num_sampled] packed rows whose logits are sampled; None: all rows
+    decode_block_tables: torch.Tensor | None = None  # [B, max_blocks], padded with block 0; None: no decodes
+    decode_context_lens: torch.Tensor | None = None  # [B] positions each decode attends to, its own included
+    decode_indices: torch.Tensor | None = None  # [B] packed rows of the decodes; None: every row is one
     block_size: int = 16
     prefills: list[PrefillChunk] = field(default_factory=list)
+    decode_kernel: str = "torch"  # or "triton"
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
@@ -41,21 +46,24 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
     """q: [T, Hq, D]; k, v: [T, Hkv, D]. Returns [T, Hq, D]."""
     k_cache.index_copy_(0, meta.slot_mapping, k)
     v_cache.index_copy_(0, meta.slot_mapping, v)
-    out = torch.empty_like(q)
+    all_decodes = meta.decode_block_tables is not None and meta.decode_indices is None
+    out = None if all_decodes else torch.empty_like(q)
     gqa = q.shape[1] != k.shape[1]
 
     bs = meta.block_size
     kb = k_cache.view(-1, bs, *k_cache.shape[1:])  # [num_blocks, bs, Hkv, D]
     vb = v_cache.view(-1, bs, *v_cache.shape[1:])
 
-    if meta.decode_indices is not None:
-        b, nb = meta.decode_block_tables.shape
-        flat = meta.decode_block_tables.flatten()
-        qd = q[meta.decode_indices].unsqueeze(2)  # [B, Hq, 1, D]
-        kd = kb.index_select(0, flat).view(b, nb * bs, *k.shape[1:]).transpose(1, 2)  # [B, Hkv, L, D]
-        vd = vb.index_select(0, flat).view(b, nb * bs, *v.shape[1:]).transpose(1, 2)
-        od = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=meta.decode_mask, enable_gqa=gqa)
-        out[meta.decode_indices] = od.squeeze(2)
+    if meta.decode_block_tables is not None:
+        qd = q if meta.decode_indices is None else q[meta.decode_indices]
+        if meta.decode_kernel == "triton":
+            from .triton_attention import paged_decode  # imported on first use: see its docstring
+            od = paged_decode(qd, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens, bs)
+        else:
+            od = _decode_torch(qd, kb, vb, meta.decode_block_tables, meta.decode_context_lens, gqa)
+        if all_decodes:
+            return od
+        out[meta.decode_indices] = od
 
     for chunk in meta.prefills:
         s, n = chunk.query_start, chunk.query_len
@@ -74,3 +82,16 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
             op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=kpos <= qpos, enable_gqa=gqa)
         out[s:s + n] = op.squeeze(0).transpose(0, 1)
     return out
+
+
+def _decode_torch(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, block_tables: torch.Tensor,
+                  context_lens: torch.Tensor, gqa: bool) -> torch.Tensor:
+    """q: [B, Hq, D]; kb, vb: [num_blocks, block_size, Hkv, D]. Gathers each context, then one SDPA."""
+    b, nb = block_tables.shape
+    bs = kb.shape[1]
+    flat = block_tables.flatten()
+    kd = kb.index_select(0, flat).view(b, nb * bs, *kb.shape[2:]).transpose(1, 2)  # [B, Hkv, L, D]
+    vd = vb.index_select(0, flat).view(b, nb * bs, *vb.shape[2:]).transpose(1, 2)
+    mask = torch.arange(nb * bs, device=q.device).unsqueeze(0) < context_lens.unsqueeze(1)  # [B, L]
+    od = F.scaled_dot_product_attention(q.unsqueeze(2), kd, vd, attn_mask=mask.view(b, 1, 1, -1), enable_gqa=gqa)
+    return od.squeeze(2)

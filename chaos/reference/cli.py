@@ -42,6 +42,11 @@ def register(sub, formatter) -> None:
                    help="float32 keeps greedy output independent of the batch; bfloat16 is ~2x faster batched "
                         "on CPUs with AMX (see BENCHMARKS.md) but greedy output may then change with the batch")
     g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    g.add_argument("--decode-kernel", default="auto", choices=["auto", "torch", "triton"],
+                   help="decode attention: triton reads the paged cache in place (CUDA); torch gathers it "
+                        "first (any device); auto picks triton on CUDA when it imports")
+    g.add_argument("--enforce-eager", action="store_true",
+                   help="on CUDA, run every step eagerly instead of replaying decode steps from CUDA graphs")
     g = serve.add_argument_group("engine")
     g.add_argument("--max-model-len", type=int, default=0, help="context limit (0: the model's)")
     g.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -109,7 +114,8 @@ def engine_config_from(args):
                         num_kv_blocks=args.num_kv_blocks, kv_cache_memory_mb=args.kv_cache_mb,
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         enable_prefix_caching=not args.no_prefix_caching, device=args.device, dtype=args.dtype,
-                        num_threads=args.threads, checkpoint=args.checkpoint)
+                        num_threads=args.threads, checkpoint=args.checkpoint, decode_kernel=args.decode_kernel,
+                        enforce_eager=args.enforce_eager)
 
 
 def cmd_serve(args) -> int:

@@ -107,6 +107,8 @@ class EngineConfig:
     dtype: str = "float32"
     num_threads: int = 0  # torch intra-op threads; 0 leaves torch's default
     checkpoint: str | None = None
+    decode_kernel: str = "auto"  # torch | triton | auto (triton on CUDA when it imports, else torch)
+    enforce_eager: bool = False  # never replay decode steps from CUDA graphs (CUDA only; see engine/cuda_graphs.py)
 
     def __post_init__(self):
         if self.max_model_len == 0:
@@ -116,6 +118,8 @@ class EngineConfig:
                              f"max_position_embeddings {self.model.max_position_embeddings}")
         if self.block_size < 1 or self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("block_size, max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.decode_kernel not in ("auto", "torch", "triton"):
+            raise ValueError(f"decode_kernel must be auto, torch or triton, not {self.decode_kernel!r}")
         if self.dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"dtype must be float32, float16 or bfloat16, not {self.dtype!r}")
         if self.num_kv_blocks == 0:

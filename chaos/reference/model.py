@@ -32,8 +32,9 @@ class RMSNorm(nn.Module):
 class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, max_positions: int, theta: float):
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-        freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
+        # Computed on the CPU wherever the model is built, so every device gets the same tables.
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu") / head_dim))
+        freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32, device="cpu"), inv_freq)
         self.register_buffer("cos", freqs.cos(), persistent=False)
         self.register_buffer("sin", freqs.sin(), persistent=False)
 
@@ -149,12 +150,12 @@ class CausalLM(nn.Module):
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
 
     def forward(self, input_ids, positions, kv_caches, meta: AttentionMetadata) -> torch.Tensor:
-        """Hidden states at the positions meta.logits_indices picks, ready for compute_logits."""
+        """Hidden states at the rows meta.logits_indices picks (all rows if None), ready for compute_logits."""
         x = self.model.embed_tokens(input_ids)
         rope_cs = self.model.rotary_emb.lookup(positions, x.dtype)
         for layer, kv_cache in zip(self.model.layers, kv_caches):
             x = layer(x, rope_cs, kv_cache, meta)
-        return self.model.norm(x[meta.logits_indices])
+        return self.model.norm(x if meta.logits_indices is None else x[meta.logits_indices])
 
     def fuse(self) -> "CausalLM":
         """Fuse projections for inference; the model can no longer load or save HF tensors."""

@@ -1,6 +1,14 @@
-"""Owns the model and its KV cache; turns a scheduled batch into tensors, runs it, samples."""
+"""Owns the model and its KV cache; turns a scheduled batch into tensors, runs it, samples.
+
+Per step the host uploads the batch's ids, positions, slots and block tables and reads
+back only the sampled token ids; on CUDA, decode-only steps replay a CUDA graph
+(cuda_graphs.py) with the Triton paged-attention kernel (triton_attention.py).
+"""
 
 from __future__ import annotations
+
+import logging
+import os
 
 import torch
 
@@ -9,9 +17,11 @@ from ..config import EngineConfig
 from ..loader import load_checkpoint
 from ..model import CausalLM
 from ..tokenizer import VOCAB_SIZE
+from .cuda_graphs import DecodeGraphs
 from .sampler import Sampler
 from .sequence import Sequence
 
+log = logging.getLogger("chaos.reference")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -23,6 +33,22 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def resolve_decode_kernel(name: str, device: torch.device) -> str:
+    if name == "torch" or (name == "auto" and device.type != "cuda"):
+        return "torch"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        if name == "triton":
+            raise RuntimeError("decode_kernel triton was asked for, but triton does not import; "
+                               "pip install triton, or use decode_kernel torch") from None
+        return "torch"
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("decode_kernel triton runs on a CUDA device (or on CPU under TRITON_INTERPRET=1, "
+                           "for tests); use decode_kernel torch or auto")
+    return "triton"
+
+
 class ModelRunner:
     def __init__(self, config: EngineConfig):
         self.config = config
@@ -31,17 +57,51 @@ class ModelRunner:
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
         cfg = config.model
-        model = CausalLM(cfg)
+        with torch.device(self.device):  # built in place: no copy, and a GPU runs the throwaway default init fast
+            model = CausalLM(cfg)
         if config.checkpoint:
             load_checkpoint(model, config.checkpoint)
         else:
             model.init_random(cfg.seed, cfg.init_std)
         self.model = model.to(device=self.device, dtype=self.dtype).eval().fuse()
-        slots = config.num_kv_blocks * config.block_size
+        self.decode_kernel = resolve_decode_kernel(config.decode_kernel, self.device)
+        if self.decode_kernel == "triton":
+            self._check_decode_kernel(fall_back=config.decode_kernel == "auto")
+        # One block past the block manager's: the scratch block that padded graph rows write to.
+        self.scratch_block = config.num_kv_blocks
+        slots = (config.num_kv_blocks + 1) * config.block_size
         shape = (2, slots, cfg.num_key_value_heads, cfg.head_dim)
         self.kv_caches = [torch.zeros(shape, device=self.device, dtype=self.dtype)
                           for _ in range(cfg.num_hidden_layers)]
         self.sampler = Sampler(self.device, min(VOCAB_SIZE, cfg.vocab_size))
+        self.graphs = None
+        if self.device.type == "cuda" and self.decode_kernel == "triton" and not config.enforce_eager:
+            try:
+                self.graphs = self.decode_graphs(capture=True)
+            except Exception as e:  # a server that runs eagerly beats one that does not start
+                log.warning("CUDA graph capture failed (%s: %s); decode steps run eagerly", type(e).__name__, e)
+                torch.cuda.synchronize()
+
+    def _check_decode_kernel(self, fall_back: bool) -> None:
+        """Run the Triton kernel once against the torch path before trusting it with requests."""
+        from ..triton_attention import self_check
+
+        tolerance = 1e-4 if self.dtype == torch.float32 else 5e-2
+        try:
+            diff = self_check(self.device, self.dtype)
+            if not diff <= tolerance:
+                raise RuntimeError(f"differs from the torch path by {diff:.3g} (tolerance {tolerance})")
+        except Exception as e:
+            if not fall_back:
+                raise RuntimeError(f"the triton decode kernel failed its start-up check: {e}") from e
+            log.warning("triton decode kernel failed its start-up check (%s); using the torch kernel", e)
+            self.decode_kernel = "torch"
+
+    def decode_graphs(self, capture: bool) -> DecodeGraphs:
+        cfg = self.config
+        return DecodeGraphs(self.model, self.kv_caches, max_batch=cfg.max_num_seqs,
+                            max_blocks=-(-cfg.max_model_len // cfg.block_size), block_size=cfg.block_size,
+                            scratch_block=self.scratch_block, decode_kernel=self.decode_kernel, capture=capture)
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.config.block_size, seq.block_table
@@ -69,17 +129,20 @@ class ModelRunner:
         dev = self.device
         bs = self.config.block_size
         long = dict(dtype=torch.long, device=dev)
+        # Every row a decode and every row sampled (a 1-token prefill chunk short of the end is neither).
+        decode_only = not prefills and len(sampling) == len(seqs)
         meta = AttentionMetadata(slot_mapping=torch.tensor(slot_mapping, **long),
-                                 logits_indices=torch.tensor(logits_indices, **long), block_size=bs)
+                                 logits_indices=None if decode_only else torch.tensor(logits_indices, **long),
+                                 block_size=bs, decode_kernel=self.decode_kernel)
         if decodes:
             lens = [s.num_computed_tokens + 1 for _, s in decodes]
             max_blocks = -(-max(lens) // bs)
             tables = [s.block_table[:max_blocks] + [0] * (max_blocks - len(s.block_table[:max_blocks]))
                       for _, s in decodes]
-            meta.decode_indices = torch.tensor([o for o, _ in decodes], **long)
             meta.decode_block_tables = torch.tensor(tables, **long)
-            meta.decode_mask = (torch.arange(max_blocks * bs, device=dev).unsqueeze(0)
-                                < torch.tensor(lens, **long).unsqueeze(1)).view(len(decodes), 1, 1, -1)
+            meta.decode_context_lens = torch.tensor(lens, **long)
+            if not decode_only:
+                meta.decode_indices = torch.tensor([o for o, _ in decodes], **long)
         for offset, s in prefills:
             start, n = s.num_computed_tokens, s.scheduled_tokens
             table = None if start == 0 else torch.tensor(s.block_table[:-(-(start + n) // bs)], **long)
@@ -90,7 +153,10 @@ class ModelRunner:
     def run(self, seqs: list[Sequence]) -> dict[str, int]:
         """Compute the scheduled tokens; return the next token of each sequence that reached its end."""
         input_ids, positions, meta, sampling = self.prepare(seqs)
-        hidden = self.model(input_ids, positions, self.kv_caches, meta)
+        if self.graphs is not None and self.graphs.can_run(meta, len(seqs)):
+            hidden = self.graphs.run(input_ids, positions, meta)
+        else:
+            hidden = self.model(input_ids, positions, self.kv_caches, meta)
         if not sampling:
             return {}
         ids = self.sampler(self.model.compute_logits(hidden), sampling)

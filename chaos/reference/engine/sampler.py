@@ -1,7 +1,10 @@
 """Turns the logits of one step into next-token ids.
 
 Greedy rows take the argmax and never touch a random generator, so their output does
-not depend on what else is in the batch. Seeded rows draw from their own generator.
+not depend on what else is in the batch. Rows without a seed are drawn together, in one
+batched softmax / top-p / multinomial (on a GPU a per-row loop would cost a few kernel
+launches per sequence per step). A seeded row draws from its own generator, alone, so
+its output depends only on its seed. The ids are the only thing copied back to the host.
 """
 
 from __future__ import annotations
@@ -22,22 +25,25 @@ class Sampler:
         if logits.shape[-1] > self.emittable_vocab:
             logits = logits[:, :self.emittable_vocab]
         ids = logits.argmax(dim=-1)
-        random_rows = [i for i, s in enumerate(seqs) if not s.params.greedy]
-        if random_rows:
-            ids = ids.clone()
-            for i in random_rows:
-                ids[i] = self._sample_row(logits[i], seqs[i])
+        shared = [i for i, s in enumerate(seqs) if not s.params.greedy and s.params.seed is None]
+        seeded = [i for i, s in enumerate(seqs) if not s.params.greedy and s.params.seed is not None]
+        if shared:
+            ids[shared] = self._sample(logits[shared], [seqs[i] for i in shared], self.generator)
+        for i in seeded:
+            seq = seqs[i]
+            if seq.generator is None:
+                seq.generator = torch.Generator(device=self.device).manual_seed(seq.params.seed)
+            ids[i] = self._sample(logits[i:i + 1], [seq], seq.generator)[0]
         return ids.tolist()
 
-    def _sample_row(self, logits: torch.Tensor, seq: Sequence) -> torch.Tensor:
-        p = seq.params
-        probs = torch.softmax(logits / p.temperature, dim=-1)
-        if p.top_p < 1.0:
-            sorted_probs, order = probs.sort(descending=True)
-            keep = sorted_probs.cumsum(-1) - sorted_probs < p.top_p  # always keeps the top token
-            sorted_probs = sorted_probs * keep
-            probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
-        if p.seed is not None and seq.generator is None:
-            seq.generator = torch.Generator(device=self.device).manual_seed(p.seed)
-        gen = seq.generator or self.generator
-        return torch.multinomial(probs, 1, generator=gen)[0]
+    def _sample(self, logits: torch.Tensor, seqs: list[Sequence], generator: torch.Generator) -> torch.Tensor:
+        """One id per row of logits [R, V], each row with its sequence's temperature and top_p."""
+        temperature = torch.tensor([s.params.temperature for s in seqs], device=logits.device)
+        probs = torch.softmax(logits / temperature.unsqueeze(1), dim=-1)
+        top_p = [s.params.top_p for s in seqs]
+        if min(top_p) < 1.0:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            # Keep the smallest head of each row whose mass reaches top_p; the top token always stays.
+            keep = sorted_probs.cumsum(-1) - sorted_probs < torch.tensor(top_p, device=logits.device).unsqueeze(1)
+            probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs * keep)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(1)

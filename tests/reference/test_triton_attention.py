@@ -1,0 +1,104 @@
+"""The Triton paged-decode kernel and the decode-graph buffers, checked on CPU.
+
+The kernel runs in Triton's interpreter (TRITON_INTERPRET=1, set before triton_attention is
+imported); the graph buffers run uncaptured (capture=False), which is the same code path up to
+the replay itself. Both must give what the torch path gives.
+"""
+
+import os
+import random
+
+import pytest
+import torch
+
+os.environ["TRITON_INTERPRET"] = "1"  # before the kernel module is imported (triton.jit reads it then)
+pytest.importorskip("triton")
+
+from chaos.reference.attention import _decode_torch  # noqa: E402
+from chaos.reference.engine.cuda_graphs import batch_buckets  # noqa: E402
+from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
+from chaos.reference.triton_attention import paged_decode  # noqa: E402
+
+from .conftest import make_engine  # noqa: E402
+from .test_engine import GREEDY, prompts  # noqa: E402
+
+
+def random_cache(num_blocks, block_size, kv_heads, head_dim, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(dtype)
+    v = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(dtype)
+    return k, v
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
+@pytest.mark.parametrize("heads,kv_heads,head_dim,block_size", [(4, 2, 16, 16), (8, 8, 24, 5), (16, 2, 32, 16)])
+def test_kernel_matches_torch_decode(dtype, tol, heads, kv_heads, head_dim, block_size):
+    num_blocks = 64
+    k, v = random_cache(num_blocks, block_size, kv_heads, head_dim, dtype)
+    lens = torch.tensor([1, block_size, block_size + 1, 63, 130, 200])  # tile and block edges, several tiles
+    width = -(-int(lens.max()) // block_size)
+    tables = torch.stack([torch.randperm(num_blocks, generator=torch.Generator().manual_seed(i))[:width]
+                          for i in range(len(lens))])
+    q = torch.randn(len(lens), heads, head_dim, generator=torch.Generator().manual_seed(1)).to(dtype)
+
+    got = paged_decode(q, k, v, tables, lens, block_size)
+    kb, vb = k.view(num_blocks, block_size, kv_heads, head_dim), v.view(num_blocks, block_size, kv_heads, head_dim)
+    want = _decode_torch(q.float(), kb.float(), vb.float(), tables, lens, heads != kv_heads)
+    assert got.dtype == dtype
+    assert torch.allclose(got.float(), want, atol=tol, rtol=tol), (got.float() - want).abs().max()
+
+
+def test_kernel_gives_zeros_for_an_empty_context():
+    k, v = random_cache(4, 16, 2, 16, torch.float32)
+    q = torch.randn(2, 4, 16)
+    out = paged_decode(q, k, v, torch.tensor([[0], [1]]), torch.tensor([0, 3]), 16)
+    assert torch.equal(out[0], torch.zeros(4, 16))
+    assert out[1].abs().sum() > 0
+
+
+def test_engine_with_the_triton_kernel_gives_the_same_greedy_tokens():
+    ps = prompts(6, seed=2)
+    want = [o.token_ids for o in make_engine(decode_kernel="torch").generate(ps, GREEDY)]
+    engine = make_engine(decode_kernel="triton")
+    assert engine.model_runner.decode_kernel == "triton"
+    assert [o.token_ids for o in engine.generate(ps, GREEDY)] == want
+
+
+def test_batch_buckets():
+    assert batch_buckets(1) == [1]
+    assert batch_buckets(6) == [1, 2, 4, 6]
+    assert batch_buckets(64) == [1, 2, 4, 8, 16, 32, 48, 64]
+    assert batch_buckets(40) == [1, 2, 4, 8, 16, 32, 40]
+
+
+@pytest.mark.parametrize("kernel", ["torch", "triton"])
+def test_padded_graph_buffers_give_the_same_tokens(kernel):
+    # 7 and then fewer streams: batches padded up to buckets 8, 4, 2; finished and new requests
+    # come and go between steps, and a sampled stream rides along.
+    ps = prompts(7, seed=4, lo=5, hi=40)
+    params = [SamplingParams(temperature=0.0, max_tokens=8 + 3 * i, ignore_eos=True) for i in range(7)]
+    want = [o.token_ids for o in make_engine(decode_kernel=kernel).generate(ps, params)]
+
+    engine = make_engine(decode_kernel=kernel, max_num_seqs=8, num_kv_blocks=64)
+    runner = engine.model_runner
+    runner.graphs = runner.decode_graphs(capture=False)
+    scratch = runner.kv_caches[0][0].view(-1, 16, *runner.kv_caches[0].shape[2:])[runner.scratch_block].clone()
+    got = [o.token_ids for o in engine.generate(ps, params)]
+    assert got == want
+    assert runner.graphs.num_steps >= 8  # most steps were decode-only and went through the buffers
+    # Padding wrote only into the scratch block, which no sequence owns.
+    assert runner.scratch_block not in range(engine.block_manager.capacity)
+    after = runner.kv_caches[0][0].view(-1, 16, *runner.kv_caches[0].shape[2:])[runner.scratch_block]
+    assert not torch.equal(after, scratch)
+
+
+def test_a_kernel_that_fails_its_start_up_check_is_refused_or_replaced(monkeypatch):
+    import chaos.reference.triton_attention as ta
+
+    monkeypatch.setattr(ta, "self_check", lambda device, dtype: 1.0)
+    with pytest.raises(RuntimeError, match="start-up check"):
+        make_engine(decode_kernel="triton")  # asked for by name: refuse to start
+    runner = make_engine(decode_kernel="torch").model_runner
+    runner.decode_kernel = "triton"
+    runner._check_decode_kernel(fall_back=True)  # "auto" on a GPU: warn and use the torch kernel
+    assert runner.decode_kernel == "torch"
