@@ -6,7 +6,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 
-from ..load.shapes import parse_duration
+from ..load.shapes import SHAPES, parse_duration
 from . import schema as S
 from .loader import ExperimentError, Located, locate_target, read_file, substitute, validate
 
@@ -169,7 +169,7 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
 def _semantic_checks(doc: Located, target: TargetSpec) -> list[str]:
     d, problems = doc.data, []
     load = d["load"]
-    shapes = [k for k in ("users", "steps", "rate", "replay_speed") if k in load]
+    shapes = [k for k in SHAPES if k in load]
     if len(shapes) > 1:
         problems.append(doc.problem(("load", shapes[1]), f"choose one load shape, not {' and '.join(shapes)}"))
     if "workload" in load and "mix" in load:

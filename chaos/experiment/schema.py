@@ -88,6 +88,8 @@ LOAD = _obj({
     "duration": DURATION,
     "steps": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
     "step_duration": DURATION,
+    "ramp": {"type": "string", "pattern": "^ *[0-9]+ *: *[0-9]+ *$",
+             "description": "START:END users, grown linearly over duration"},
     "rate": {"type": "number", "exclusiveMinimum": 0}, "poisson": {"type": "boolean"},
     "max_users": {"type": "integer", "minimum": 1},
     "max_requests": {"type": "integer", "minimum": 1},

@@ -7,7 +7,7 @@ import sys
 import time
 
 from .driver import LoadConfig, LoadError, Timeouts, run_load
-from .shapes import arrival_rate, fixed, parse_duration, ramp, replay, steps
+from .shapes import SHAPES, parse_duration, plan_from
 from .workloads import WorkloadSpec, parse_mix
 
 EPILOG = """examples:
@@ -87,10 +87,6 @@ def build_config(a) -> LoadConfig:
         mix = parse_mix(a.mix) if a.mix else [(a.workload, 1.0)]
         specs = [(WorkloadSpec(name, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
                                temperature=a.temperature), w) for name, w in mix]
-    kw = dict(max_requests=a.max_requests, stop_timeout=parse_duration(a.stop_timeout))
-    chosen = [x for x in ("users", "steps", "ramp", "rate", "replay_speed") if getattr(a, x)]
-    if len(chosen) > 1:
-        raise ValueError(f"choose one load shape, not {' and '.join('--' + c for c in chosen)}")
     if a.replay_speed and not a.replay:
         raise ValueError("--replay-speed needs --replay FILE")
     if a.replay_speed:
@@ -98,19 +94,15 @@ def build_config(a) -> LoadConfig:
 
         if any(e.get("offset_s") is None for e in load_replay(a.replay)):
             raise ValueError(f"{a.replay}: --replay-speed needs a numeric 'timestamp' on every line")
-    if a.steps:
-        plan = steps([int(x) for x in a.steps.split(",")], parse_duration(a.step_duration), a.spawn_rate, **kw)
-    elif a.ramp:
-        lo, _, hi = a.ramp.partition(":")
-        plan = ramp(int(lo), int(hi), parse_duration(a.duration), **kw)
-    elif a.replay_speed:
-        plan = replay(parse_duration(a.duration), a.replay_speed, a.max_users, **kw)
-    elif a.rate:
-        rates = [float(x) for x in a.rate.split(",")]
-        d = parse_duration(a.step_duration if len(rates) > 1 else a.duration)
-        plan = arrival_rate(rates, d, a.poisson, a.max_users, **kw)
-    else:
-        plan = fixed(a.users or 10, parse_duration(a.duration), a.spawn_rate, **kw)
+    chosen = [x for x in SHAPES if getattr(a, x)]
+    if len(chosen) > 1:
+        raise ValueError(f"choose one load shape, not {' and '.join('--' + c.replace('_', '-') for c in chosen)}")
+    plan = plan_from({
+        "users": a.users, "steps": [int(x) for x in a.steps.split(",")] if a.steps else None, "ramp": a.ramp,
+        "rate": [float(x) for x in a.rate.split(",")] if a.rate else None, "replay_speed": a.replay_speed,
+        "duration": a.duration, "step_duration": a.step_duration, "spawn_rate": a.spawn_rate,
+        "poisson": a.poisson, "max_users": a.max_users, "max_requests": a.max_requests,
+        "stop_timeout": a.stop_timeout})
     out = a.out or os.path.join("reports", time.strftime("load-%Y%m%dT%H%M%SZ", time.gmtime()))
     return LoadConfig(target=a.target, plan=plan, workload=specs, out_dir=out, model=a.model, seed=a.seed,
                       tokenizer=a.tokenizer, stream=not a.no_stream,

@@ -128,6 +128,38 @@ def replay(duration: float, speed: float = 1.0, max_users: int = 256, **kw) -> L
                     replay_speed=speed, **kw)
 
 
+SHAPES = ("users", "steps", "ramp", "rate", "replay_speed")
+
+
+def plan_from(spec: dict) -> LoadPlan:
+    """The plan a load description asks for, keyed as an experiment's load: section (`chaos load` maps its
+    options onto the same keys). Exactly one shape: users, steps (a list, each held step_duration), ramp
+    ("START:END" over duration), rate (arrivals/s, or a list held step_duration each) or replay_speed;
+    users 10 when none is given. Durations are strings ("30s", "2m") or seconds."""
+    chosen = [k for k in SHAPES if spec.get(k) is not None]
+    if len(chosen) > 1:
+        raise ValueError(f"choose one load shape, not {' and '.join(chosen)}")
+    kw = dict(max_requests=spec.get("max_requests"), stop_timeout=parse_duration(spec.get("stop_timeout", "10s")))
+    duration = parse_duration(spec.get("duration", "60s"))
+    step_duration = parse_duration(spec.get("step_duration", "30s"))
+    spawn_rate, max_users = spec.get("spawn_rate"), spec.get("max_users", 256)
+    shape = chosen[0] if chosen else "users"
+    if shape == "steps":
+        return steps(list(spec["steps"]), step_duration, spawn_rate, **kw)
+    if shape == "ramp":
+        lo, sep, hi = str(spec["ramp"]).partition(":")
+        if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+            raise ValueError(f"ramp {spec['ramp']!r}: give START:END users, e.g. 1:64")
+        return ramp(int(lo), int(hi), duration, **kw)
+    if shape == "rate":
+        rates = spec["rate"] if isinstance(spec["rate"], list) else [spec["rate"]]
+        return arrival_rate([float(r) for r in rates], step_duration if len(rates) > 1 else duration,
+                            spec.get("poisson", False), max_users, **kw)
+    if shape == "replay_speed":
+        return replay(duration, spec["replay_speed"], max_users, **kw)
+    return fixed(spec.get("users") or 10, duration, spawn_rate, **kw)
+
+
 class ArrivalSchedule:
     """Intended send times for one process's share of an open-loop plan.
 

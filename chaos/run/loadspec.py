@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..load.driver import LoadConfig, Timeouts
-from ..load.shapes import arrival_rate, fixed, parse_duration, replay, steps
+from ..load.shapes import parse_duration, plan_from
 from ..load.workloads import WorkloadSpec
 
 DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}
@@ -11,17 +11,7 @@ DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}
 
 def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str | None, out_dir: str,
                 tokenizer: str = "auto") -> LoadConfig:
-    kw = dict(max_requests=load.get("max_requests"), stop_timeout=parse_duration(load.get("stop_timeout", "5s")))
-    if "steps" in load:
-        plan = steps(load["steps"], parse_duration(load.get("step_duration", "30s")), load.get("spawn_rate"), **kw)
-    elif "rate" in load:
-        plan = arrival_rate([load["rate"]], parse_duration(load.get("duration", "60s")), load.get("poisson", False),
-                            load.get("max_users", 256), **kw)
-    elif "replay_speed" in load:
-        plan = replay(parse_duration(load.get("duration", "60s")), load["replay_speed"], load.get("max_users", 256),
-                      **kw)
-    else:
-        plan = fixed(load.get("users", 10), parse_duration(load.get("duration", "60s")), load.get("spawn_rate"), **kw)
+    plan = plan_from({"stop_timeout": "5s", **load})
     common = dict(input_tokens=load.get("input_tokens"), output_tokens=load.get("output_tokens"),
                   temperature=load.get("temperature", 0.0))
     if "mix" in load:

@@ -91,6 +91,17 @@ def test_secrets_are_refused_in_files(tmp_path):
     assert "unknown key 'api_key'" in p and "api_key_env" in p
 
 
+def test_ramp_load_shape(tmp_path):
+    from chaos.run.loadspec import load_config
+
+    exp = load_experiment(write(tmp_path, GOOD.replace("users: 2", "ramp: '1:8'")))
+    cfg = load_config(exp.load, ["http://127.0.0.1:1"], None, None, str(tmp_path))
+    assert cfg.plan.kind == "ramp" and cfg.plan.users_at(9.99)[0] == 8 and cfg.plan.stop_timeout == 5
+    ps = problems(tmp_path, GOOD.replace("users: 2", "ramp: '1:8', users: 2"))
+    assert any("choose one load shape, not users and ramp" in p for p in ps)
+    assert problems(tmp_path, GOOD.replace("users: 2", "ramp: 'up'"))
+
+
 def test_semantic_checks_instance_and_timing(tmp_path):
     ps = problems(tmp_path, GOOD.replace("instance: 1", "instance: 5").replace("at: 3s", "at: 30s"))
     joined = "\n".join(ps)

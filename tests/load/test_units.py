@@ -6,7 +6,7 @@ import random
 import pytest
 
 from chaos.load.records import RequestRecord
-from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, parse_duration, ramp, steps
+from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, parse_duration, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
 from chaos.load.summary import summarize
 from chaos.load.workloads import Workload, WorkloadSpec, load_replay, parse_mix
@@ -105,6 +105,24 @@ def test_plans():
     assert fixed(8, 10).stage_at(3)[1].users == 8
     with pytest.raises(ValueError):
         fixed(0, 10)
+
+
+def test_plan_from_a_load_description():
+    # The one builder behind an experiment's load: section and `chaos load`'s options.
+    assert plan_from({}).stages[0].users == 10 and plan_from({}).duration == 60
+    p = plan_from({"steps": [10, 50], "step_duration": "20s", "max_requests": 7, "stop_timeout": "3s"})
+    assert (p.kind, p.duration, p.max_requests, p.stop_timeout) == ("steps", 40, 7, 3)
+    r = plan_from({"ramp": "2:10", "duration": "8s"})
+    assert r.kind == "ramp" and r.users_at(0)[0] == 2 and r.users_at(7.99)[0] == 10
+    one = plan_from({"rate": 5, "duration": "12s"})
+    assert one.kind == "rate" and one.duration == 12 and one.stages[0].rate == 5
+    several = plan_from({"rate": [1, 2, 3], "step_duration": "4s", "poisson": True})
+    assert several.duration == 12 and [s.rate for s in several.stages] == [1, 2, 3] and several.stages[0].poisson
+    assert plan_from({"replay_speed": 4, "duration": "9s"}).replay_speed == 4
+    with pytest.raises(ValueError, match="choose one load shape, not users and rate"):
+        plan_from({"users": 3, "rate": 2})
+    with pytest.raises(ValueError, match="START:END"):
+        plan_from({"ramp": "ten"})
 
 
 @pytest.mark.parametrize("poisson", [False, True])
