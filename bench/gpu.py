@@ -36,12 +36,13 @@ import traceback
 
 import torch
 
-from _table import print_table
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo, not an install
+from _table import print_table  # noqa: E402
 
-from chaos.reference.attention import AttentionMetadata, PrefillChunk, _decode_torch
-from chaos.reference.config import EngineConfig, preset
-from chaos.reference.engine.llm_engine import LLMEngine
-from chaos.reference.engine.sequence import SamplingParams
+from chaos.reference.attention import AttentionMetadata, PrefillChunk, _decode_torch  # noqa: E402
+from chaos.reference.config import EngineConfig, preset  # noqa: E402
+from chaos.reference.engine.llm_engine import LLMEngine  # noqa: E402
+from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
 
 RESULTS: dict = {}
 
@@ -65,9 +66,8 @@ def timed(fn, device, repeat=20) -> float:
     return statistics.median(times)
 
 
-def free(*engines) -> None:
-    for e in engines:
-        del e
+def free() -> None:
+    """Return the memory of engines the caller has dropped to the GPU."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -142,7 +142,8 @@ def tiny_greedy(args, device) -> dict:
     print_table(["sequences", "identical", "first divergence at", "max |logit diff|", "kernel", "graph steps"],
                 [[len(prompts), result["identical"], divergences or "-", f"{logit_diff:.2e}",
                   result["gpu_decode_kernel"], f"{result['gpu_graph_steps']}/{gpu.num_steps}"]])
-    free(cpu, gpu)
+    del cpu, gpu
+    free()
     return result
 
 
@@ -164,15 +165,17 @@ def big_engine(args, device) -> LLMEngine:
 
 
 def set_mode(e: LLMEngine, mode: str, graphs) -> None:
+    """Switch one engine (same weights, same cache) between graphs/eager and the two decode kernels."""
     runner = e.model_runner
     runner.graphs = graphs if mode.startswith("cuda-graphs") else None
-    runner.decode_kernel = "torch" if mode.endswith("torch") else graphs.decode_kernel if graphs else "torch"
+    runner.decode_kernel = mode.partition("+")[2]
 
 
 def modes(e: LLMEngine) -> list[str]:
-    if e.model_runner.graphs is None:
-        return ["eager+" + e.model_runner.decode_kernel]
-    return ["cuda-graphs+triton", "eager+triton", "eager+torch"]
+    """What this engine can run: all three modes when it captured graphs, else what it has."""
+    if e.model_runner.graphs is not None:
+        return ["cuda-graphs+triton", "eager+triton", "eager+torch"]
+    return ["eager+" + k for k in dict.fromkeys([e.model_runner.decode_kernel, "torch"])]
 
 
 def nano_vllm_shape(args, device, e: LLMEngine) -> dict:
@@ -180,10 +183,10 @@ def nano_vllm_shape(args, device, e: LLMEngine) -> dict:
     rng = random.Random(0)
     prompts = [[rng.randrange(256) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
     params = [SamplingParams(temperature=0.6, ignore_eos=True, max_tokens=rng.randint(lo, hi)) for _ in range(n)]
-    graphs = e.model_runner.graphs
+    graphs, all_modes = e.model_runner.graphs, modes(e)
     e.generate([[1, 2, 3]] * 4, SamplingParams(temperature=0.6, max_tokens=8))  # warm-up
     result, rows = {}, []
-    for mode in modes(e)[:2]:
+    for mode in all_modes[:2]:
         set_mode(e, mode, graphs)
         sync(device)
         steps0 = e.num_steps
@@ -196,7 +199,7 @@ def nano_vllm_shape(args, device, e: LLMEngine) -> dict:
                         "steps": e.num_steps - steps0}
         rows.append([mode, n, sum(map(len, prompts)), tokens, e.num_steps - steps0, f"{wall:.2f}",
                      f"{tokens / wall:,.0f}"])
-    set_mode(e, modes(e)[0], graphs)
+    set_mode(e, all_modes[0], graphs)
     print_table(["mode", "seqs", "input tokens", "output tokens", "steps", "wall s", "output tok/s"], rows)
     if len(result) == 2:
         a, b = result.values()
@@ -213,11 +216,11 @@ def nano_vllm_shape(args, device, e: LLMEngine) -> dict:
 def batch_sweep(args, device, e: LLMEngine) -> dict:
     prompt_len, steps = (16, 8) if args.smoke else (128, 64)
     batches = [b for b in (1, 32, 256) if b <= e.config.max_num_seqs]
-    graphs = e.model_runner.graphs
+    graphs, all_modes = e.model_runner.graphs, modes(e)
     rng = random.Random(1)
     result, rows = {}, []
     for b in batches:
-        for mode in modes(e):
+        for mode in all_modes:
             set_mode(e, mode, graphs)
             rids = [f"sweep-{b}-{mode}-{i}" for i in range(b)]
             for rid in rids:
@@ -236,7 +239,7 @@ def batch_sweep(args, device, e: LLMEngine) -> dict:
             ms = statistics.median(times) * 1e3
             result.setdefault(str(b), {})[mode] = {"median_step_ms": ms, "tok_per_s": b * 1e3 / ms}
             rows.append([b, mode, f"{ms:.2f}", f"{b * 1e3 / ms:,.0f}"])
-    set_mode(e, modes(e)[0], graphs)
+    set_mode(e, all_modes[0], graphs)
     print_table(["batch", "mode", "median ms/step", "decode tok/s"], rows)
     return result
 

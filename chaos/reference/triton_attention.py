@@ -54,7 +54,10 @@ def _attend_tile(start, q, m, l, acc, k_ptr, v_ptr, table_row_ptr, context_len, 
     return m_new, l, acc * alpha[:, None] + pv
 
 
-@triton.jit
+# The block table and lengths are slices of one packed upload and the table stride is the widest table of an eager
+# step: none is specialised, so no new variant compiles as contexts grow or offsets shift (q, the caches and their
+# strides stay specialised: that alignment gives 16-byte, pipelined K/V loads).
+@triton.jit(do_not_specialize=["tables_ptr", "lens_ptr", "stride_tb"])
 def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, out_ptr, tables_ptr, lens_ptr,
                          stride_qb, stride_qh, stride_ks, stride_kh, stride_tb, stride_ob, stride_oh,
                          scale, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,

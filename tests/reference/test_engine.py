@@ -180,3 +180,27 @@ def test_arrivals_are_admitted_while_a_long_prompt_prefills():
         if first_long:
             break
     assert first_short is not None and first_short < first_long
+
+
+def test_batched_sampling_draws_from_the_right_distribution():
+    from chaos.reference.engine.sampler import Sampler
+    from chaos.reference.engine.sequence import Sequence
+
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    logits = probs.log().repeat(4000, 1)
+    sampler = Sampler(torch.device("cpu"), 3)
+    sampler.generator.manual_seed(0)
+
+    def freqs(**params):
+        seqs = [Sequence(str(i), [1], SamplingParams(**params)) for i in range(len(logits))]
+        ids = torch.tensor(sampler(logits, seqs))
+        return torch.bincount(ids, minlength=3).float() / len(ids)
+
+    assert torch.allclose(freqs(temperature=1.0), probs, atol=0.03)
+    # top_p 0.6 keeps the two most likely tokens, renormalised: 0.625 / 0.375, never the third.
+    kept = freqs(temperature=1.0, top_p=0.6)
+    assert kept[2] == 0 and torch.allclose(kept[:2], torch.tensor([0.625, 0.375]), atol=0.03)
+    # Rows with different temperatures in one batch: a low temperature sharpens towards the top token.
+    seqs = [Sequence(str(i), [1], SamplingParams(temperature=0.05 if i % 2 else 1.0)) for i in range(len(logits))]
+    ids = torch.tensor(sampler(logits, seqs))
+    assert (ids[1::2] == 0).float().mean() > 0.99 and (ids[0::2] == 0).float().mean() < 0.6

@@ -6,7 +6,9 @@ the replay itself. Both must give what the torch path gives.
 """
 
 import os
-import random
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -102,3 +104,37 @@ def test_a_kernel_that_fails_its_start_up_check_is_refused_or_replaced(monkeypat
     runner.decode_kernel = "triton"
     runner._check_decode_kernel(fall_back=True)  # "auto" on a GPU: warn and use the torch kernel
     assert runner.decode_kernel == "torch"
+
+
+HOPPER = textwrap.dedent("""
+    import re, sys
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from chaos.reference.triton_attention import _paged_decode_kernel as k
+
+    dtype, ieee, head_dim = sys.argv[1], sys.argv[2] == "ieee", int(sys.argv[3])
+    sig = {n: "i32" for n in k.arg_names}
+    sig.update({n: "*" + dtype for n in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")})
+    sig.update(tables_ptr="*i64", lens_ptr="*i64", scale="fp32")
+    consts = dict(GROUP=2, HEAD_DIM=head_dim, BLOCK_SIZE=16, BLOCK_H=16, BLOCK_D=head_dim, BLOCK_N=64,
+                  IEEE=ieee, INTERPRET=False)
+    sig.update({c: "constexpr" for c in consts})
+    aligned = [n for n in k.arg_names if sig[n] != "constexpr" and n not in k.do_not_specialize and n != "scale"]
+    attrs = {(k.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    ptx = triton.compile(ASTSource(k, sig, consts, attrs), target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    print("mma", len(re.findall(r"mma\\.sync", ptx)), "cp.async", len(re.findall(r"cp\\.async", ptx)))
+""")
+
+
+@pytest.mark.parametrize("dtype,precision", [("bf16", "tf32"), ("fp32", "ieee")])
+def test_kernel_compiles_for_hopper(dtype, precision):
+    # The compiled (not interpreted) kernel, built for an H100/H200 (sm_90) by Triton's own compiler and
+    # ptxas; no GPU is needed to compile. bfloat16 must use tensor cores and asynchronous (pipelined) loads.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", HOPPER, dtype, precision, "128"], env=env, capture_output=True,
+                       text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    mma, cp_async = (int(x) for x in r.stdout.split()[1::2])
+    if dtype == "bf16":
+        assert mma > 0 and cp_async > 0, r.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
+import numpy as np
 import torch
 
 from ..attention import AttentionMetadata, PrefillChunk
@@ -74,6 +75,7 @@ class ModelRunner:
         self.kv_caches = [torch.zeros(shape, device=self.device, dtype=self.dtype)
                           for _ in range(cfg.num_hidden_layers)]
         self.sampler = Sampler(self.device, min(VOCAB_SIZE, cfg.vocab_size))
+        self._staging: torch.Tensor | None = None  # pinned host buffer for uploads (CUDA)
         self.graphs = None
         if self.device.type == "cuda" and self.decode_kernel == "triton" and not config.enforce_eager:
             try:
@@ -103,11 +105,13 @@ class ModelRunner:
                             max_blocks=-(-cfg.max_model_len // cfg.block_size), block_size=cfg.block_size,
                             scratch_block=self.scratch_block, decode_kernel=self.decode_kernel, capture=capture)
 
-    def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
-        bs, table = self.config.block_size, seq.block_table
-        return [table[p // bs] * bs + p % bs for p in range(start, end)]
-
     def prepare(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[Sequence]]:
+        """Input ids, positions and attention metadata of one step, and the sequences to sample.
+
+        Everything is packed into one int64 array on the host and uploaded in one copy; the
+        tensors handed on are views into it.
+        """
+        bs = self.config.block_size
         input_ids: list[int] = []
         positions: list[int] = []
         slot_mapping: list[int] = []
@@ -117,37 +121,70 @@ class ModelRunner:
         prefills: list[tuple[int, Sequence]] = []
         for seq in seqs:
             start, n = seq.num_computed_tokens, seq.scheduled_tokens
-            offset = len(input_ids)
-            input_ids += seq.token_ids[start:start + n]
-            positions += range(start, start + n)
-            slot_mapping += self._slots(seq, start, start + n)
+            offset, table = len(input_ids), seq.block_table
+            if n == 1:
+                input_ids.append(seq.token_ids[start])
+                positions.append(start)
+                slot_mapping.append(table[start // bs] * bs + start % bs)
+                decodes.append((offset, seq))
+            else:
+                input_ids += seq.token_ids[start:start + n]
+                positions += range(start, start + n)
+                slot_mapping += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
+                prefills.append((offset, seq))
             if start + n == len(seq):
                 logits_indices.append(offset + n - 1)
                 sampling.append(seq)
-            (decodes if n == 1 else prefills).append((offset, seq))
 
-        dev = self.device
-        bs = self.config.block_size
-        long = dict(dtype=torch.long, device=dev)
         # Every row a decode and every row sampled (a 1-token prefill chunk short of the end is neither).
         decode_only = not prefills and len(sampling) == len(seqs)
-        meta = AttentionMetadata(slot_mapping=torch.tensor(slot_mapping, **long),
-                                 logits_indices=None if decode_only else torch.tensor(logits_indices, **long),
-                                 block_size=bs, decode_kernel=self.decode_kernel)
+        flat = input_ids + positions + slot_mapping + ([] if decode_only else logits_indices)
+        tables = None
         if decodes:
             lens = [s.num_computed_tokens + 1 for _, s in decodes]
-            max_blocks = -(-max(lens) // bs)
-            tables = [s.block_table[:max_blocks] + [0] * (max_blocks - len(s.block_table[:max_blocks]))
-                      for _, s in decodes]
-            meta.decode_block_tables = torch.tensor(tables, **long)
-            meta.decode_context_lens = torch.tensor(lens, **long)
+            width = -(-max(lens) // bs)
+            tables = np.zeros((len(decodes), width), dtype=np.int64)  # padded with block 0, masked by lens
+            for i, (_, s) in enumerate(decodes):
+                row = s.block_table[:width]
+                tables[i, :len(row)] = row
+            flat += lens + ([] if decode_only else [o for o, _ in decodes])
+        chunk_tables = [s.block_table[:-(-(s.num_computed_tokens + s.scheduled_tokens) // bs)]
+                        for _, s in prefills if s.num_computed_tokens > 0]
+        for row in chunk_tables:
+            flat += row
+        packed = np.array(flat, dtype=np.int64)
+        if tables is not None:
+            packed = np.concatenate([packed, tables.ravel()])
+        take = _Cursor(self._upload(packed))
+
+        t = len(input_ids)
+        ids, pos = take(t), take(t)
+        meta = AttentionMetadata(slot_mapping=take(t), logits_indices=None if decode_only else take(len(sampling)),
+                                 block_size=bs, decode_kernel=self.decode_kernel)
+        if decodes:
+            meta.decode_context_lens = take(len(decodes))
             if not decode_only:
-                meta.decode_indices = torch.tensor([o for o, _ in decodes], **long)
+                meta.decode_indices = take(len(decodes))
+        chunk_rows = iter(chunk_tables)
         for offset, s in prefills:
             start, n = s.num_computed_tokens, s.scheduled_tokens
-            table = None if start == 0 else torch.tensor(s.block_table[:-(-(start + n) // bs)], **long)
+            table = take(len(next(chunk_rows))) if start > 0 else None
             meta.prefills.append(PrefillChunk(offset, n, start + n, table))
-        return (torch.tensor(input_ids, **long), torch.tensor(positions, **long), meta, sampling)
+        if tables is not None:
+            meta.decode_block_tables = take(tables.size).view(tables.shape)
+        return ids, pos, meta, sampling
+
+    def _upload(self, packed: np.ndarray) -> torch.Tensor:
+        host = torch.from_numpy(packed)
+        if self.device.type == "cpu":
+            return host
+        # Through a pinned staging buffer, so the copy is one DMA that does not wait for the host. Reusing it
+        # is safe: the next step's upload comes after this step's sampled ids were read back.
+        if self._staging is None or self._staging.numel() < host.numel():
+            self._staging = torch.empty(max(host.numel(), 1 << 16), dtype=torch.long, pin_memory=True)
+        staging = self._staging[:host.numel()]
+        staging.copy_(host)
+        return staging.to(self.device, non_blocking=True)
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence]) -> dict[str, int]:
@@ -161,3 +198,14 @@ class ModelRunner:
             return {}
         ids = self.sampler(self.model.compute_logits(hidden), sampling)
         return {s.request_id: t for s, t in zip(sampling, ids)}
+
+
+class _Cursor:
+    """Hands out consecutive slices of one packed tensor."""
+
+    def __init__(self, packed: torch.Tensor):
+        self.packed, self.offset = packed, 0
+
+    def __call__(self, n: int) -> torch.Tensor:
+        self.offset += n
+        return self.packed[self.offset - n:self.offset]
