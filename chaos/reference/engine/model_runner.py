@@ -75,7 +75,6 @@ class ModelRunner:
         self.kv_caches = [torch.zeros(shape, device=self.device, dtype=self.dtype)
                           for _ in range(cfg.num_hidden_layers)]
         self.sampler = Sampler(self.device, min(VOCAB_SIZE, cfg.vocab_size))
-        self._staging: torch.Tensor | None = None  # pinned host buffer for uploads (CUDA)
         self.graphs = None
         if self.device.type == "cuda" and self.decode_kernel == "triton" and not config.enforce_eager:
             try:
@@ -178,13 +177,10 @@ class ModelRunner:
         host = torch.from_numpy(packed)
         if self.device.type == "cpu":
             return host
-        # Through a pinned staging buffer, so the copy is one DMA that does not wait for the host. Reusing it
-        # is safe: the next step's upload comes after this step's sampled ids were read back.
-        if self._staging is None or self._staging.numel() < host.numel():
-            self._staging = torch.empty(max(host.numel(), 1 << 16), dtype=torch.long, pin_memory=True)
-        staging = self._staging[:host.numel()]
-        staging.copy_(host)
-        return staging.to(self.device, non_blocking=True)
+        # Pinned memory comes from torch's caching host allocator, which hands a block out again only after
+        # the copy that read it has finished; so the upload is one asynchronous DMA and never overwritten early
+        # (a step that samples nothing does not wait for the device).
+        return host.pin_memory().to(self.device, non_blocking=True)
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence]) -> dict[str, int]:
