@@ -43,15 +43,20 @@ class ByteTokenizer:
 class IncrementalDecoder:
     """Turns a growing list of byte tokens into text, holding back split UTF-8 sequences."""
 
-    __slots__ = ("_decoder",)
+    __slots__ = ("_decoder", "_pending")
 
     def __init__(self):
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = False  # the decoder holds the start of a multi-byte character
 
     def feed(self, token_id: int) -> str:
         if token_id >= 256:
             return ""
-        return self._decoder.decode(bytes((token_id,)))
+        if token_id < 0x80 and not self._pending:
+            return chr(token_id)  # ASCII with nothing held back: the common case, without the codec
+        text = self._decoder.decode(bytes((token_id,)))
+        self._pending = bool(self._decoder.getstate()[0])
+        return text
 
     def flush(self) -> str:
         return self._decoder.decode(b"", final=True)

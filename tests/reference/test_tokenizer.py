@@ -24,3 +24,14 @@ def test_incremental_decoder_holds_back_split_utf8():
     assert dec.feed(IM_END) == ""
     dec.feed(0xE4)
     assert dec.flush() == "\ufffd"
+
+
+def test_incremental_decoding_equals_decoding_the_whole_bytes():
+    # ASCII takes a fast path; split, invalid and mixed multi-byte sequences go through the codec.
+    import random
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        data = bytes(rng.choice([rng.randrange(128), rng.randrange(256)]) for _ in range(rng.randrange(1, 30)))
+        d = IncrementalDecoder()
+        assert "".join(d.feed(b) for b in data) + d.flush() == data.decode("utf-8", errors="replace"), data

@@ -147,6 +147,8 @@ class BlockManager:
             return
         bs = self.block_size
         num_full = min(seq.num_computed_tokens // bs, len(seq.block_table))
+        if num_full <= seq.num_committed_blocks:
+            return  # most decode steps: no block filled up
         hashes = self._hashes(seq, num_full)
         for i in range(seq.num_committed_blocks, num_full):
             block = self.blocks[seq.block_table[i]]
