@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo, not an install
 from _table import print_table  # noqa: E402
 
-from chaos.reference.attention import AttentionMetadata, PrefillChunk, _decode_torch  # noqa: E402
+from chaos.reference.attention import AttentionMetadata, PrefillChunk, decode_by_gather  # noqa: E402
 from chaos.reference.config import EngineConfig, preset  # noqa: E402
 from chaos.reference.engine.llm_engine import LLMEngine  # noqa: E402
 from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
@@ -93,10 +93,10 @@ def kernel_check(args, device) -> dict:
         t, n = tables.to(device), lens.to(device)
         kb, vb = k.view(num_blocks, bs, kv_heads, head_dim), v.view(num_blocks, bs, kv_heads, head_dim)
         got = paged_decode(q, k, v, t, n, bs)
-        want = _decode_torch(q.float(), kb.float(), vb.float(), t, n, True)
+        want = decode_by_gather(q.float(), kb.float(), vb.float(), t, n, True)
         err = (got.float() - want).abs().max().item()
         t_kernel = timed(lambda: paged_decode(q, k, v, t, n, bs), device)
-        t_gather = timed(lambda: _decode_torch(q, kb, vb, t, n, True), device)
+        t_gather = timed(lambda: decode_by_gather(q, kb, vb, t, n, True), device)
         name = str(dtype).removeprefix("torch.")
         result[name] = {"max_abs_diff": err, "kernel_us": t_kernel * 1e6, "torch_gather_us": t_gather * 1e6,
                         "speedup": t_gather / t_kernel}

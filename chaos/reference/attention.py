@@ -60,7 +60,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
             from .triton_attention import paged_decode  # imported on first use: see its docstring
             od = paged_decode(qd, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens, bs)
         else:
-            od = _decode_torch(qd, kb, vb, meta.decode_block_tables, meta.decode_context_lens, gqa)
+            od = decode_by_gather(qd, kb, vb, meta.decode_block_tables, meta.decode_context_lens, gqa)
         if all_decodes:
             return od
         out[meta.decode_indices] = od
@@ -84,7 +84,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
     return out
 
 
-def _decode_torch(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, block_tables: torch.Tensor,
+def decode_by_gather(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, block_tables: torch.Tensor,
                   context_lens: torch.Tensor, gqa: bool) -> torch.Tensor:
     """q: [B, Hq, D]; kb, vb: [num_blocks, block_size, Hkv, D]. Gathers each context, then one SDPA."""
     b, nb = block_tables.shape

@@ -126,7 +126,7 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 
 def self_check(device: torch.device, dtype: torch.dtype) -> float:
     """Max |difference| from the torch path on a small random batch (run once when an engine starts)."""
-    from .attention import _decode_torch
+    from .attention import decode_by_gather
 
     g = torch.Generator().manual_seed(0)
     heads, kv_heads, head_dim, block_size, num_blocks = 4, 2, 64, 16, 12
@@ -138,5 +138,5 @@ def self_check(device: torch.device, dtype: torch.dtype) -> float:
     got = paged_decode(q, k, v, tables, lens, block_size)
     kb = k.view(num_blocks, block_size, kv_heads, head_dim).float()
     vb = v.view(num_blocks, block_size, kv_heads, head_dim).float()
-    want = _decode_torch(q.float(), kb, vb, tables, lens, True)
+    want = decode_by_gather(q.float(), kb, vb, tables, lens, True)
     return (got.float() - want).abs().max().item()

@@ -16,7 +16,7 @@ import torch
 os.environ["TRITON_INTERPRET"] = "1"  # before the kernel module is imported (triton.jit reads it then)
 pytest.importorskip("triton")
 
-from chaos.reference.attention import _decode_torch  # noqa: E402
+from chaos.reference.attention import decode_by_gather  # noqa: E402
 from chaos.reference.engine.cuda_graphs import batch_buckets  # noqa: E402
 from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
 from chaos.reference.triton_attention import paged_decode  # noqa: E402
@@ -45,7 +45,7 @@ def test_kernel_matches_torch_decode(dtype, tol, heads, kv_heads, head_dim, bloc
 
     got = paged_decode(q, k, v, tables, lens, block_size)
     kb, vb = k.view(num_blocks, block_size, kv_heads, head_dim), v.view(num_blocks, block_size, kv_heads, head_dim)
-    want = _decode_torch(q.float(), kb.float(), vb.float(), tables, lens, heads != kv_heads)
+    want = decode_by_gather(q.float(), kb.float(), vb.float(), tables, lens, heads != kv_heads)
     assert got.dtype == dtype
     assert torch.allclose(got.float(), want, atol=tol, rtol=tol), (got.float() - want).abs().max()
 
