@@ -81,7 +81,6 @@ class ModelRunner:
                 self.graphs = self.decode_graphs(capture=True)
             except Exception as e:  # a server that runs eagerly beats one that does not start
                 log.warning("CUDA graph capture failed (%s: %s); decode steps run eagerly", type(e).__name__, e)
-                torch.cuda.synchronize()
 
     def _check_decode_kernel(self, fall_back: bool) -> None:
         """Run the Triton kernel once against the torch path before trusting it with requests."""
