@@ -40,12 +40,12 @@ async def serve(settings: ServerSettings, config: EngineConfig, host: str, port:
     except ListenError as e:
         engine.shutdown()
         raise ServeError(str(e)) from None
-    m, runner = config.model, engine.engine.model_runner
-    gpu = (f", decode kernel {runner.decode_kernel}, "
-           f"{len(runner.graphs.graphs) if runner.graphs else 'no'} CUDA graphs") if runner.device.type == "cuda" else ""
+    m, mr = config.model, engine.engine.model_runner
+    gpu = (f", decode kernel {mr.decode_kernel}, "
+           f"{len(mr.graphs.graphs) if mr.graphs else 'no'} CUDA graphs") if mr.device.type == "cuda" else ""
     announce(f"chaos reference server {settings.replica_id} listening on http://{host}:{bound_port} "
              f"(model {settings.model_name}, {m.num_parameters() / 1e6:.1f}M parameters, "
-             f"device {runner.device}{gpu}, {config.num_kv_blocks} KV blocks of {config.block_size}, "
+             f"device {mr.device}{gpu}, {config.num_kv_blocks} KV blocks of {config.block_size}, "
              f"max_model_len {config.max_model_len}, ready in {time.monotonic() - t0:.1f}s)")
 
     unfinished = await drain_on_signal(api, settings.drain_timeout_s)
