@@ -49,6 +49,7 @@ class Sampler:
         # argmax(p / E) with E ~ Exp(1) draws i with probability p_i (as multinomial would), without the
         # validity checks that make multinomial wait for the device on some versions.
         noise = torch.empty_like(probs).exponential_(1.0, generator=generator)
+        noise.clamp_(min=torch.finfo(noise.dtype).tiny)  # a drawn 0 must not turn an excluded token's 0/0 into NaN
         return (probs / noise).argmax(dim=-1)
 
     @staticmethod
