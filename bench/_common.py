@@ -55,6 +55,21 @@ def random_bytes(rng: random.Random, num_tokens: int) -> list[int]:
     return [ord(rng.choice(_ALPHABET)) for _ in range(num_tokens)]
 
 
+def start_decoding(engine: LLMEngine, prompts: list[list[int]], params, tag: str) -> tuple[list[str], list, int]:
+    """Add one request per prompt and step until every one has sampled its first token, so that each
+    following step is a pure decode of all of them. Returns their request ids, their sequences and the
+    number of steps that took."""
+    rids = [f"{tag}-{i}" for i in range(len(prompts))]
+    for rid, prompt in zip(rids, prompts):
+        engine.add_request(rid, prompt, params)
+    seqs = [engine.seqs[r] for r in rids]
+    steps = 0
+    while engine.scheduler.waiting or any(s.num_output_tokens == 0 for s in seqs):
+        engine.step()
+        steps += 1
+    return rids, seqs, steps
+
+
 def now() -> float:
     return time.perf_counter()
 

@@ -29,7 +29,8 @@ import random
 import statistics
 import sys
 
-from _common import Stopwatch, base_parser, make_engine, median, now, print_header, print_table, random_prompt
+from _common import (Stopwatch, base_parser, make_engine, median, now, print_header, print_table, random_prompt,
+                     start_decoding)
 
 from chaos.reference.engine.sequence import SamplingParams
 
@@ -39,14 +40,8 @@ def measure(engine, rng, batch, prompt_len, warm_steps, steps, tag):
     # room; whatever is left is aborted at the end.
     room = engine.config.max_model_len - prompt_len - 1
     params = SamplingParams(temperature=0.0, max_tokens=room, ignore_eos=True)
-    rids = [f"{tag}-{i}" for i in range(batch)]
-    for rid in rids:
-        engine.add_request(rid, random_prompt(rng, prompt_len), params)
-    seqs = [engine.seqs[r] for r in rids]
-    prefill_steps = 0
-    while engine.scheduler.waiting or any(s.num_output_tokens == 0 for s in seqs):
-        engine.step()
-        prefill_steps += 1
+    rids, seqs, prefill_steps = start_decoding(
+        engine, [random_prompt(rng, prompt_len) for _ in range(batch)], params, tag)
     assert all(s.num_pending_tokens == 1 for s in seqs)
     for _ in range(warm_steps):
         engine.step()

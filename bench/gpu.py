@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import sys
 import time
 import traceback
@@ -37,9 +36,9 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo, not an install
-from _table import print_table  # noqa: E402
+from _common import median, print_table, random_bytes, random_prompt, start_decoding  # noqa: E402
 
-from chaos.reference.attention import AttentionMetadata, PrefillChunk, decode_by_gather  # noqa: E402
+from chaos.reference.attention import AttentionMetadata, PrefillChunk  # noqa: E402
 from chaos.reference.config import EngineConfig, preset  # noqa: E402
 from chaos.reference.engine.llm_engine import LLMEngine  # noqa: E402
 from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
@@ -63,7 +62,7 @@ def timed(fn, device, repeat=20) -> float:
         fn()
         sync(device)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median(times)
 
 
 def free() -> None:
@@ -75,34 +74,26 @@ def free() -> None:
 
 # -- 1 ------------------------------------------------------------------------------------------
 def kernel_check(args, device) -> dict:
-    from chaos.reference.triton_attention import paged_decode
+    from chaos.reference.triton_attention import DecodeCase
 
     heads, kv_heads, head_dim, bs = 16, 8, 128, 16
     batch, max_len = (8, 100) if args.smoke else (256, 1024)
-    g = torch.Generator().manual_seed(0)
-    lens = torch.randint(max_len // 2, max_len + 1, (batch,), generator=g)
-    width = -(-int(lens.max()) // bs)
-    num_blocks = batch * width + 1
-    tables = torch.randperm(num_blocks - 1, generator=g)[:batch * width].view(batch, width)
+    rng = random.Random(0)
+    lens = [rng.randint(max_len // 2, max_len) for _ in range(batch)]
     result = {}
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
-        k = torch.randn(num_blocks * bs, kv_heads, head_dim, generator=g).to(device, dtype)
-        v = torch.randn(num_blocks * bs, kv_heads, head_dim, generator=g).to(device, dtype)
-        q = torch.randn(batch, heads, head_dim, generator=g).to(device, dtype)
-        t, n = tables.to(device), lens.to(device)
-        kb, vb = k.view(num_blocks, bs, kv_heads, head_dim), v.view(num_blocks, bs, kv_heads, head_dim)
-        got = paged_decode(q, k, v, t, n, bs)
-        want = decode_by_gather(q.float(), kb.float(), vb.float(), t, n, True)
-        err = (got.float() - want).abs().max().item()
-        t_kernel = timed(lambda: paged_decode(q, k, v, t, n, bs), device)
-        t_gather = timed(lambda: decode_by_gather(q, kb, vb, t, n, True), device)
+        case = DecodeCase(lens, heads, kv_heads, head_dim, bs, device=device, dtype=dtype)
+        err = case.max_diff()
+        t_kernel = timed(case.kernel, device)
+        t_gather = timed(case.gather, device)
         name = str(dtype).removeprefix("torch.")
         result[name] = {"max_abs_diff": err, "kernel_us": t_kernel * 1e6, "torch_gather_us": t_gather * 1e6,
                         "speedup": t_gather / t_kernel}
         rows.append([name, f"{err:.2e}", f"{t_kernel * 1e6:.1f}", f"{t_gather * 1e6:.1f}",
                      f"{t_gather / t_kernel:.2f}x"])
-    print(f"paged decode, {batch} sequences, contexts {int(lens.min())}-{int(lens.max())} positions, "
+        del case
+    print(f"paged decode, {batch} sequences, contexts {min(lens)}-{max(lens)} positions, "
           f"{heads} heads / {kv_heads} KV heads x {head_dim}:")
     print_table(["dtype", "max |diff| vs fp32 torch", "triton us", "torch gather us", "ratio"], rows)
     return result
@@ -111,7 +102,7 @@ def kernel_check(args, device) -> dict:
 # -- 2 ------------------------------------------------------------------------------------------
 def tiny_greedy(args, device) -> dict:
     rng = random.Random(7)
-    prompts = [[256] + [rng.randrange(256) for _ in range(rng.randrange(10, 200))] for _ in range(16)]
+    prompts = [random_prompt(rng, rng.randrange(11, 201)) for _ in range(16)]
     params = SamplingParams(temperature=0.0, max_tokens=64, ignore_eos=True)
 
     def engine(dev):
@@ -181,12 +172,12 @@ def modes(e: LLMEngine) -> list[str]:
 def nano_vllm_shape(args, device, e: LLMEngine) -> dict:
     n, lo, hi = (16, 10, 60) if args.smoke else (256, 100, 1024)
     rng = random.Random(0)
-    prompts = [[rng.randrange(256) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
+    prompts = [random_bytes(rng, rng.randint(lo, hi)) for _ in range(n)]
     params = [SamplingParams(temperature=0.6, ignore_eos=True, max_tokens=rng.randint(lo, hi)) for _ in range(n)]
     graphs, all_modes = e.model_runner.graphs, modes(e)
     # Warm-up, long enough for steps that mix prefill chunks with decodes (they run the kernel eagerly, which
     # compiles it once more), so no compilation falls inside a timed run.
-    e.generate([[rng.randrange(256) for _ in range(hi)] for _ in range(40)],
+    e.generate([random_bytes(rng, hi) for _ in range(40)],
                SamplingParams(temperature=0.6, ignore_eos=True, max_tokens=4))
     result, rows = {}, []
     for mode in all_modes[:2]:
@@ -225,13 +216,9 @@ def batch_sweep(args, device, e: LLMEngine) -> dict:
     for b in batches:
         for mode in all_modes:
             set_mode(e, mode, graphs)
-            rids = [f"sweep-{b}-{mode}-{i}" for i in range(b)]
-            for rid in rids:
-                e.add_request(rid, [rng.randrange(256) for _ in range(prompt_len)],
-                              SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=steps + 8))
-            seqs = [e.seqs[r] for r in rids]
-            while e.scheduler.waiting or any(s.num_output_tokens == 0 for s in seqs):
-                e.step()
+            rids, _, _ = start_decoding(e, [random_bytes(rng, prompt_len) for _ in range(b)],
+                                        SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=steps + 8),
+                                        f"sweep-{b}-{mode}")
             times = []
             for _ in range(steps):
                 t = time.perf_counter()
@@ -239,7 +226,7 @@ def batch_sweep(args, device, e: LLMEngine) -> dict:
                 times.append(time.perf_counter() - t)
             for rid in rids:
                 e.abort_request(rid)
-            ms = statistics.median(times) * 1e3
+            ms = median(times) * 1e3
             result.setdefault(str(b), {})[mode] = {"median_step_ms": ms, "tok_per_s": b * 1e3 / ms}
             rows.append([b, mode, f"{ms:.2f}", f"{b * 1e3 / ms:,.0f}"])
     set_mode(e, all_modes[0], graphs)

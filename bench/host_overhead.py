@@ -18,10 +18,9 @@ Usage: python bench/host_overhead.py [--quick] [--steps 100] [--prompt-len 16]
 from __future__ import annotations
 
 import random
-import statistics
 import time
 
-from _common import base_parser, print_table
+from _common import base_parser, median, print_table, random_prompt, start_decoding
 
 from chaos.reference.config import EngineConfig, ModelConfig
 from chaos.reference.engine.llm_engine import LLMEngine
@@ -37,16 +36,13 @@ def measure(batch: int, mode: str, prompt_len: int, steps: int, seed: int) -> fl
                                     max_num_batched_tokens=16384, num_threads=1))
     rng = random.Random(seed)
     params = SamplingParams(ignore_eos=True, max_tokens=steps + 10, **MODES[mode])
-    for i in range(batch):
-        engine.add_request(str(i), [rng.randrange(256) for _ in range(prompt_len)], params)
-    while engine.scheduler.waiting or any(s.num_output_tokens == 0 for s in engine.seqs.values()):
-        engine.step()
+    start_decoding(engine, [random_prompt(rng, prompt_len) for _ in range(batch)], params, mode)
     times = []
     for _ in range(steps):
         t = time.perf_counter()
         engine.step()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median(times)
 
 
 def main() -> None:

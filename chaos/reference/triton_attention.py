@@ -97,7 +97,7 @@ def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, out_ptr, tables_ptr, lens_ptr,
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                 context_lens: torch.Tensor, block_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
+                 context_lens: torch.Tensor, block_size: int) -> torch.Tensor:
     """One query per sequence against its cached context.
 
     q: [B, Hq, D]; k_cache, v_cache: [slots, Hkv, D] with slot = block * block_size + offset;
@@ -111,8 +111,7 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     if k_cache.stride(2) != 1 or q.stride(2) != 1 or block_tables.stride(1) != 1:
         raise ValueError("paged_decode needs the last dimension of q, the caches and the block table contiguous")
     group = num_heads // num_kv_heads
-    if out is None:
-        out = torch.empty_like(q)
+    out = torch.empty_like(q)
     _paged_decode_kernel[(b, num_kv_heads)](
         q, k_cache, v_cache, out, block_tables, context_lens,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), block_tables.stride(0),
@@ -124,19 +123,40 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     return out
 
 
+class DecodeCase:
+    """A random decode batch over a paged cache, for checking and timing the kernel against the torch path."""
+
+    def __init__(self, context_lens: list[int], heads: int, kv_heads: int, head_dim: int, block_size: int,
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        width = -(-max(context_lens) // block_size)
+        self.num_blocks = len(context_lens) * width
+        self.block_size = block_size
+        slots = self.num_blocks * block_size
+        self.k = torch.randn(slots, kv_heads, head_dim, generator=g).to(device, dtype)
+        self.v = torch.randn(slots, kv_heads, head_dim, generator=g).to(device, dtype)
+        self.q = torch.randn(len(context_lens), heads, head_dim, generator=g).to(device, dtype)
+        # Every sequence's blocks scattered over the whole cache, as after a while of serving.
+        self.tables = torch.randperm(self.num_blocks, generator=g).view(len(context_lens), width).to(device)
+        self.lens = torch.tensor(context_lens, device=device)
+
+    def kernel(self) -> torch.Tensor:
+        return paged_decode(self.q, self.k, self.v, self.tables, self.lens, self.block_size)
+
+    def gather(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The torch path (attention.decode_by_gather), in the case's dtype or the one given."""
+        from .attention import decode_by_gather
+
+        dtype = dtype or self.q.dtype
+        kb, vb = (t.view(self.num_blocks, self.block_size, *t.shape[1:]).to(dtype) for t in (self.k, self.v))
+        return decode_by_gather(self.q.to(dtype), kb, vb, self.tables, self.lens, self.q.shape[1] != self.k.shape[1])
+
+    def max_diff(self) -> float:
+        """Max |kernel - torch path in float32|."""
+        return (self.kernel().float() - self.gather(torch.float32)).abs().max().item()
+
+
 def self_check(device: torch.device, dtype: torch.dtype) -> float:
     """Max |difference| from the torch path on a small random batch (run once when an engine starts)."""
-    from .attention import decode_by_gather
-
-    g = torch.Generator().manual_seed(0)
-    heads, kv_heads, head_dim, block_size, num_blocks = 4, 2, 64, 16, 12
-    k = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(device, dtype)
-    v = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(device, dtype)
-    q = torch.randn(3, heads, head_dim, generator=g).to(device, dtype)
-    tables = torch.randperm(num_blocks, generator=g)[:12].view(3, 4).to(device)
-    lens = torch.tensor([1, 33, 64], device=device)
-    got = paged_decode(q, k, v, tables, lens, block_size)
-    kb = k.view(num_blocks, block_size, kv_heads, head_dim).float()
-    vb = v.view(num_blocks, block_size, kv_heads, head_dim).float()
-    want = decode_by_gather(q.float(), kb, vb, tables, lens, True)
-    return (got.float() - want).abs().max().item()
+    return DecodeCase([1, 33, 64], heads=4, kv_heads=2, head_dim=64, block_size=16, device=device,
+                      dtype=dtype).max_diff()

@@ -16,44 +16,29 @@ import torch
 os.environ["TRITON_INTERPRET"] = "1"  # before the kernel module is imported (triton.jit reads it then)
 pytest.importorskip("triton")
 
-from chaos.reference.attention import decode_by_gather  # noqa: E402
 from chaos.reference.engine.cuda_graphs import batch_buckets  # noqa: E402
 from chaos.reference.engine.sequence import SamplingParams  # noqa: E402
-from chaos.reference.triton_attention import paged_decode  # noqa: E402
+from chaos.reference.triton_attention import DecodeCase  # noqa: E402
 
 from .conftest import make_engine  # noqa: E402
 from .test_engine import GREEDY, prompts  # noqa: E402
 
 
-def random_cache(num_blocks, block_size, kv_heads, head_dim, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    k = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(dtype)
-    v = torch.randn(num_blocks * block_size, kv_heads, head_dim, generator=g).to(dtype)
-    return k, v
-
-
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
 @pytest.mark.parametrize("heads,kv_heads,head_dim,block_size", [(4, 2, 16, 16), (8, 8, 24, 5), (16, 2, 32, 16)])
 def test_kernel_matches_torch_decode(dtype, tol, heads, kv_heads, head_dim, block_size):
-    num_blocks = 64
-    k, v = random_cache(num_blocks, block_size, kv_heads, head_dim, dtype)
-    lens = torch.tensor([1, block_size, block_size + 1, 63, 130, 200])  # tile and block edges, several tiles
-    width = -(-int(lens.max()) // block_size)
-    tables = torch.stack([torch.randperm(num_blocks, generator=torch.Generator().manual_seed(i))[:width]
-                          for i in range(len(lens))])
-    q = torch.randn(len(lens), heads, head_dim, generator=torch.Generator().manual_seed(1)).to(dtype)
-
-    got = paged_decode(q, k, v, tables, lens, block_size)
-    kb, vb = k.view(num_blocks, block_size, kv_heads, head_dim), v.view(num_blocks, block_size, kv_heads, head_dim)
-    want = decode_by_gather(q.float(), kb.float(), vb.float(), tables, lens, heads != kv_heads)
+    # Contexts at tile (64) and block edges, several tiles long; blocks scattered over the cache.
+    lens = [1, block_size, block_size + 1, 63, 130, 200]
+    case = DecodeCase(lens, heads, kv_heads, head_dim, block_size, dtype=dtype, seed=1)
+    got, want = case.kernel(), case.gather(torch.float32)
     assert got.dtype == dtype
     assert torch.allclose(got.float(), want, atol=tol, rtol=tol), (got.float() - want).abs().max()
 
 
 def test_kernel_gives_zeros_for_an_empty_context():
-    k, v = random_cache(4, 16, 2, 16, torch.float32)
-    q = torch.randn(2, 4, 16)
-    out = paged_decode(q, k, v, torch.tensor([[0], [1]]), torch.tensor([0, 3]), 16)
+    case = DecodeCase([16, 3], heads=4, kv_heads=2, head_dim=16, block_size=16)
+    case.lens[0] = 0
+    out = case.kernel()
     assert torch.equal(out[0], torch.zeros(4, 16))
     assert out[1].abs().sum() > 0
 
