@@ -59,10 +59,8 @@ class DecodeGraphs:
         return next(b for b in self.buckets if b >= batch)
 
     def can_run(self, meta: AttentionMetadata, batch: int) -> bool:
-        """A decode-only step (every row one decode, every row sampled) that fits the largest bucket."""
-        return (meta.decode_block_tables is not None and meta.decode_indices is None and not meta.prefills
-                and meta.logits_indices is None and batch <= self.max_batch
-                and meta.decode_block_tables.shape[1] <= self.block_tables.shape[1])
+        """A decode-only step (decodes with no decode_indices: every row is one) that fits the largest bucket."""
+        return meta.decode_block_tables is not None and meta.decode_indices is None and batch <= self.max_batch
 
     @torch.inference_mode()
     def run(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
