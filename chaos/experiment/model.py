@@ -6,15 +6,10 @@ import copy
 import os
 from dataclasses import dataclass, field
 
-from ..load.shapes import SHAPES, parse_duration
+from ..common import parse_duration, parse_percent
+from ..load.shapes import SHAPES
 from . import schema as S
 from .loader import ExperimentError, Located, locate_target, read_file, substitute, validate
-
-
-def parse_percent(v) -> float:
-    if isinstance(v, str):
-        return float(v.strip().rstrip("%")) / 100
-    return float(v)
 
 
 @dataclass(slots=True)

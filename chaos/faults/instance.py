@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from ..targets.base import signal_group
+from ..common import signal_group
 from .base import Fault, FaultContext
 
 

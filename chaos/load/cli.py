@@ -7,7 +7,8 @@ import sys
 import time
 
 from .driver import LoadConfig, LoadError, Timeouts, run_load
-from .shapes import SHAPES, parse_duration, plan_from
+from ..common import parse_duration
+from .shapes import SHAPES, plan_from
 from .workloads import WorkloadSpec, parse_mix
 
 EPILOG = """examples:

@@ -22,7 +22,8 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from chaos.load.records import RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
-from chaos.load.sse import StreamState, error_code_of, parse_retry_after, quantile
+from chaos.common import parse_retry_after
+from chaos.load.sse import StreamState, error_code_of, quantile
 from chaos.load.workloads import Workload, WorkloadSpec
 
 with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:

@@ -9,21 +9,9 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from dataclasses import asdict, dataclass
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
-def parse_duration(text) -> float:
-    """'90s', '2m', '1.5h', '250ms' or a number of seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ValueError(f"bad duration {text!r}: write e.g. 30s, 2m, 1h or 250ms")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
-
+from ..common import parse_duration
 
 @dataclass(slots=True)
 class Stage:

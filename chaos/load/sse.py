@@ -85,18 +85,6 @@ def error_code_of(body: bytes | str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
-def parse_retry_after(headers) -> float | None:
-    """Seconds to wait from retry-after-ms or retry-after (seconds); None when absent or unreadable."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    s = headers.get("retry-after")
-    try:
-        return float(ms) / 1000 if ms else (float(s) if s else None)
-    except ValueError:
-        return None
-
-
 def quantile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank quantile of an already sorted list."""
     if not sorted_values:

@@ -16,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..common import stop_group
+
 READY = re.compile(r"listening on (http://\S+)")
 
 
@@ -39,8 +41,6 @@ class ServerProcess:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM (drain), then SIGKILL the whole group if it lingers. Returns the exit code."""
-        from ..targets.base import stop_group
-
         if self.proc.poll() is None:
             stop_group(self.proc.pid, None, timeout, self.proc)
         return self.proc.returncode

@@ -191,7 +191,8 @@ def cmd_recover(a) -> int:
 def cmd_targets(a) -> int:
     from ..experiment.model import load_target
     from ..targets import TargetError, make_target
-    from ..targets.base import stop_group, write_json
+    from ..common import stop_group
+    from ..targets.base import write_json
 
     try:
         spec, _ = load_target(a.target_file)

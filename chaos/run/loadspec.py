@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..load.driver import LoadConfig, Timeouts
-from ..load.shapes import parse_duration, plan_from
+from ..common import parse_duration
+from ..load.shapes import plan_from
 from ..load.workloads import WorkloadSpec
 
 DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}

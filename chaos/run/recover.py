@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..faults import FAULT_TYPES
-from ..targets.base import same_process, stop_group
+from ..common import same_process, stop_group
 from .journal import Journal, read_journal
 
 

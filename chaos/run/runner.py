@@ -18,11 +18,11 @@ import traceback
 
 import psutil
 
-from ..experiment.model import SLO, Experiment, parse_percent
+from ..common import parse_duration, parse_percent
+from ..experiment.model import SLO, Experiment
 from ..faults import FaultContext, make_fault
 from ..load.driver import LoadError, LoadRun
 from ..load.records import read_records
-from ..load.shapes import parse_duration
 from ..load.summary import summarize_steps
 from ..targets import TargetError, make_target
 from ..verify import checks as V

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from ..common import same_process, signal_group, stop_group  # noqa: F401  (re-used by targets)
+
 
 class TargetError(RuntimeError):
     """The target could not be started or reached; the message says what to do."""
@@ -60,59 +62,6 @@ def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool
             return 200 <= r.status < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-def same_process(pid: int | None, create_time: float | None) -> bool:
-    """True if pid is still the process we started (not a recycled number)."""
-    if not pid:
-        return False
-    try:
-        p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
-            return False  # dead, waiting to be reaped
-        return create_time is None or abs(p.create_time() - create_time) < 0.5
-    except psutil.Error:
-        return False
-
-
-def signal_group(pid: int | None, create_time: float | None, sig: int) -> bool:
-    """Signal the process group we started (its leader's pid). False if it is gone or not ours."""
-    if not same_process(pid, create_time):
-        return False
-    try:
-        os.killpg(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
-               proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the group, wait up to grace, then SIGKILL whatever of it is left."""
-    if pid is None:
-        return
-    if same_process(pid, create_time):
-        try:
-            os.killpg(pid, signal.SIGCONT)  # a paused group cannot drain
-            os.killpg(pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and same_process(pid, create_time) and not _reaped(proc):
-            time.sleep(0.05)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # the group: children the leader left behind go too
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc is not None:
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-
-
-def _reaped(proc) -> bool:
-    return proc is not None and proc.poll() is not None
 
 
 class Target:

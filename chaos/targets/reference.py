@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ..load.shapes import parse_duration
+from ..common import parse_duration, parse_percent
 from .base import Instance, Target, TargetError, free_port, spawn
 
 
@@ -34,7 +34,6 @@ def gateway_settings(g: dict) -> dict:
         out["eject_for_s"] = parse_duration(e["for"])
     b = g.get("breaker") or {}
     if "error_rate" in b:
-        from ..experiment.model import parse_percent
         out["breaker_error_rate"] = parse_percent(b["error_rate"])
     if "min_requests" in b:
         out["breaker_min_requests"] = b["min_requests"]

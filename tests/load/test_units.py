@@ -6,7 +6,8 @@ import random
 import pytest
 
 from chaos.load.records import RequestRecord
-from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, parse_duration, plan_from, ramp, steps
+from chaos.common import parse_duration
+from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
 from chaos.load.summary import summarize
 from chaos.load.workloads import Workload, WorkloadSpec, load_replay, parse_mix

@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from chaos.run.journal import read_journal
-from chaos.targets.base import same_process
+from chaos.common import same_process
 
 LIFECYCLE = """\
 name: lifecycle

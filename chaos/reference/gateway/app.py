@@ -17,7 +17,7 @@ import uuid
 import aiohttp
 from aiohttp import web
 
-from ...load.sse import parse_retry_after
+from ...common import parse_retry_after
 from .cache import Answer, AnswerCache, cache_key
 from .metrics import GatewayMetrics
 from .settings import GatewaySettings

@@ -1,0 +1,114 @@
+"""Small helpers that several packages need: durations, percentages, Retry-After, stopping a process group.
+
+Standard library and psutil only, and nothing else of the toolkit: the bundled reference server
+(chaos/reference/) imports this module and nothing else outside its own package, so lifting the server out
+takes this one file with it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import subprocess
+import time
+
+import psutil
+
+# -- durations and percentages ------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(text) -> float:
+    """'90s', '2m', '1.5h', '250ms' or a number of seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"bad duration {text!r}: write e.g. 30s, 2m, 1h or 250ms")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def parse_percent(v) -> float:
+    """'5%', '0.1%' or a fraction (0.05) -> a fraction."""
+    if isinstance(v, str):
+        return float(v.strip().rstrip("%")) / 100
+    return float(v)
+
+
+# -- Retry-After ---------------------------------------------------------------------------------------------
+
+def parse_retry_after(headers) -> float | None:
+    """Seconds to wait from retry-after-ms or retry-after (seconds); None when absent or unreadable."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    s = headers.get("retry-after")
+    try:
+        v = float(ms) / 1000 if ms else (float(s) if s else None)
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) and v >= 0 else None
+
+
+def retry_after_headers(seconds: float) -> dict[str, str]:
+    """Retry-After in whole seconds rounded up (a client that waits what it says never comes back early; at
+    least 1), and retry-after-ms exact."""
+    return {"retry-after": str(max(1, math.ceil(seconds - 1e-9))), "retry-after-ms": str(max(0, round(seconds * 1000)))}
+
+
+# -- processes -----------------------------------------------------------------------------------------------
+
+def same_process(pid: int | None, create_time: float | None) -> bool:
+    """True if pid is still the process we started (not a recycled number)."""
+    if not pid:
+        return False
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False  # dead, waiting to be reaped
+        return create_time is None or abs(p.create_time() - create_time) < 0.5
+    except psutil.Error:
+        return False
+
+
+def signal_group(pid: int | None, create_time: float | None, sig: int) -> bool:
+    """Signal the process group we started (its leader's pid). False if it is gone or not ours."""
+    if not same_process(pid, create_time):
+        return False
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
+               proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM the group, wait up to grace, then SIGKILL whatever of it is left."""
+    if pid is None:
+        return
+    if same_process(pid, create_time):
+        try:
+            os.killpg(pid, signal.SIGCONT)  # a paused group cannot drain
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and same_process(pid, create_time) and not _reaped(proc):
+            time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the group: children the leader left behind go too
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc is not None:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _reaped(proc) -> bool:
+    return proc is not None and proc.poll() is not None
