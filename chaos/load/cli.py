@@ -21,8 +21,8 @@ EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 4 --duration 5m
   chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
 
-Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (time per output token
-after the first), E2E; jitter is E2E P99/P50. In open-loop (--rate) runs latency counts from each request's
+Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (per request: time per
+output token after the first), ITL (every inter-token gap, pooled), E2E; jitter is E2E P99/P50 (docs/load.md). In open-loop (--rate) runs latency counts from each request's
 intended send time, and the summary says when the generator itself fell behind.
 Writes requests.jsonl (one record a request), summary.json/.txt, and Locust's CSV and HTML in --out."""
 
@@ -31,14 +31,19 @@ def register(sub, formatter) -> None:
     p = sub.add_parser("load", help="drive load with Locust and report latency percentiles",
                        formatter_class=formatter, epilog=EPILOG,
                        description="Drive an OpenAI-compatible target with Locust (streaming by default) and "
-                                   "print per-step P50/P95/P99 of TTFT, TPOT and E2E, errors by class and "
+                                   "print per-step P50/P95/P99 of TTFT, TPOT, ITL and E2E, errors by class and "
                                    "throughput.")
     p.add_argument("target", help="base URL of the target, e.g. http://127.0.0.1:8000 or https://host/v1")
     g = p.add_argument_group("what to send")
-    g.add_argument("--workload", default="chat", help="chat, rag, long, prefix, json or replay")
+    g.add_argument("--workload", default="chat", help="chat, completion, rag, long, prefix, json or replay")
     g.add_argument("--mix", help="weighted workloads, e.g. chat=3,rag=1 (overrides --workload)")
-    g.add_argument("--input-tokens", help="override the input size: N or LO-HI")
-    g.add_argument("--output-tokens", help="override max_tokens: N or LO-HI")
+    g.add_argument("--input-tokens", help="override the input size: N or LO-HI, the whole prompt as the server "
+                                           "counts it (usage.prompt_tokens)")
+    g.add_argument("--output-tokens", help="override max_tokens: N or LO-HI (the length each request produces: "
+                                            "ignore_eos is sent, see --no-ignore-eos)")
+    g.add_argument("--no-ignore-eos", action="store_true",
+                   help="do not send vLLM's ignore_eos (for servers that refuse unknown fields): a model's EOS can "
+                        "then end a stream before --output-tokens; the summary counts those")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--replay", metavar="FILE", help="JSONL of OpenAI request bodies (with optional timestamp)")
     g.add_argument("--replay-speed", type=float, metavar="X",
@@ -110,7 +115,7 @@ def build_config(a) -> LoadConfig:
                       timeouts=Timeouts(parse_duration(a.timeout_connect), _timeout(a.timeout_first_token),
                                         _timeout(a.timeout_total)),
                       retries=a.retries, api_key_env=a.api_key_env, think_time=parse_duration(a.think_time),
-                      workers=a.workers, ui_port=a.ui)
+                      workers=a.workers, ui_port=a.ui, ignore_eos=not a.no_ignore_eos)
 
 
 def cmd_load(a) -> int:

@@ -56,6 +56,7 @@ class LoadConfig:
     workers: int = 0  # 0: one local process; N: a master and N workers on loopback
     ui_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT while running
     also: list[str] = field(default_factory=list)  # more base URLs: requests rotate over target + these
+    ignore_eos: bool = True  # send vLLM's ignore_eos where the workload fixes the output length
 
     def __post_init__(self):
         u = urlparse(self.target)
@@ -137,7 +138,7 @@ def calibrate(cfg: LoadConfig, model: str, tokenizer: str, n: int = 6) -> tuple[
     """Time n sequential requests of the workload: (P99 TTFT, P99 E2E) — with n small, the maximum."""
     from .workloads import Workload
 
-    wl = Workload(cfg.workload, seed=cfg.seed + 99991, tokenizer=tokenizer)
+    wl = Workload(cfg.workload, seed=cfg.seed + 99991, tokenizer=tokenizer, ignore_eos=cfg.ignore_eos)
     ttfts, e2es = [], []
     for i in range(n):
         req = wl.request(i)
@@ -188,12 +189,19 @@ class LoadRun:
         self._tail_offset = 0
         self._tail: list = []
         self._logs = []
+        self._mono_start = time.monotonic()
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.cfg
         os.makedirs(cfg.out_dir, exist_ok=True)
         self.model, self.tokenizer = discover(cfg)
+        from .workloads import Workload
+
+        try:  # sizes are judged with the tokenizer just found; a bad one must not reach the Locust process
+            Workload(cfg.workload, seed=cfg.seed, tokenizer=self.tokenizer, ignore_eos=cfg.ignore_eos)
+        except ValueError as e:
+            raise LoadError(str(e)) from None
         t = cfg.timeouts
         first, total = t.first_token, t.total
         if "auto" in (first, total):
@@ -211,7 +219,7 @@ class LoadRun:
             "workload": {"specs": [[{"name": s.name, "input_tokens": list(s.input_tokens),
                                      "output_tokens": list(s.output_tokens), "temperature": s.temperature,
                                      "replay_file": s.replay_file}, w] for s, w in cfg.workload],
-                         "seed": cfg.seed, "tokenizer": self.tokenizer},
+                         "seed": cfg.seed, "tokenizer": self.tokenizer, "ignore_eos": cfg.ignore_eos},
             "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
             "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]],
             "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
@@ -236,6 +244,7 @@ class LoadRun:
             main += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                      "--expect-workers", str(cfg.workers)]
         self.t_start = time.time()
+        self._mono_start = time.monotonic()
         self.main = self._spawn(main, env, "locust-master.log" if cfg.workers else "locust.log")
         for i in range(cfg.workers):
             self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
@@ -260,11 +269,11 @@ class LoadRun:
         return records
 
     def live_line(self, window_s: float = 10.0) -> str:
-        now = time.time()
+        now = time.time()  # compared with records' Unix times
         self._tail += self.new_records()
         recent = [r for r in self._tail if (r.t_end or r.t_start) >= now - window_s]
         s = summarize(recent, "recent", self.cfg.plan.open_loop, window_s) if recent else None
-        elapsed = now - self.t_start
+        elapsed = time.monotonic() - self._mono_start
         stage = self.cfg.plan.stage_at(elapsed)
         name = stage[1].name if stage else "ending"
         if s is None:
@@ -308,11 +317,11 @@ class LoadRun:
     def wait(self, interval: float = 5.0) -> None:
         """Block until Locust ends (it always does: the plan is bounded), reporting every interval s."""
         limit = self.cfg.plan.duration + self.cfg.plan.stop_timeout + 60
-        next_report = time.time() + interval if interval else float("inf")
+        next_report = time.monotonic() + interval if interval else float("inf")
         while self.poll():
             time.sleep(0.2)
-            now = time.time()
-            if now - self.t_start > limit:
+            now = time.monotonic()
+            if now - self._mono_start > limit:
                 self.notes.append(f"Locust did not stop by itself within {limit:.0f}s; it was stopped")
                 self.stop()
                 break
@@ -338,7 +347,8 @@ class LoadRun:
         with open(os.path.join(self.cfg.out_dir, "summary.json"), "w") as f:
             json.dump({"target": self.cfg.target, "model": self.model, "tokenizer": self.tokenizer,
                        "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
-                       "timeouts": self.timeouts, "plan": plan.to_dict(), "interrupted": self.interrupted,
+                       "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos, "plan": plan.to_dict(),
+                       "interrupted": self.interrupted,
                        "locust_exit_code": rc, "notes": self.notes, "overall": overall.to_dict(),
                        "steps": [s.to_dict() for s in steps]}, f, indent=2)
         with open(os.path.join(self.cfg.out_dir, "summary.txt"), "w") as f:

@@ -2,9 +2,10 @@
 
 Runs only inside a Locust process (`import locust` patches the process with gevent),
 started by chaos.load.driver with CHAOS_LOAD_CONFIG naming a JSON config. Each request
-is timed by the user itself: intended and actual send time, first token, every
-inter-token gap, end. TTFT, TPOT and E2E are also fired as Locust request events so
-Locust's stats, CSV and web UI show them beside its own time-to-headers entry.
+is timed by the user itself, on one monotonic clock (chaos.load.clock): intended and
+actual send time, first token, every inter-token gap, end. TTFT, TPOT and E2E are also
+fired as Locust request events so Locust's stats, CSV and web UI show them beside its own
+time-to-headers entry.
 """
 
 from __future__ import annotations
@@ -20,21 +21,25 @@ import gevent
 from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
+from chaos.common import parse_retry_after
+from chaos.load.clock import Clock
+from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.load.records import RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
-from chaos.common import parse_retry_after
-from chaos.load.sse import StreamState, error_code_of, quantile
+from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
 from chaos.load.workloads import Workload, WorkloadSpec
 
 with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:
     CFG = json.load(_f)
 PLAN = LoadPlan.from_dict(CFG["plan"])
 WORKLOAD = Workload([(WorkloadSpec(**s), w) for s, w in CFG["workload"]["specs"]], seed=CFG["workload"]["seed"],
-                    tokenizer=CFG["workload"]["tokenizer"])
+                    tokenizer=CFG["workload"]["tokenizer"], ignore_eos=CFG["workload"].get("ignore_eos", True))
 TIMEOUTS = CFG["timeouts"]
 RETRY = CFG["retry"]
 RECORD_MSG = "chaos_records"
 FLUSH_INTERVAL = 0.25
+CLOCK = Clock()  # every timestamp of this process: one wall-clock anchor plus monotonic deltas
+now = CLOCK.now
 
 
 class _Timeout(Exception):
@@ -66,7 +71,7 @@ class Process:
         if self.budget is not None:
             share, extra = divmod(PLAN.max_requests, self.count)
             self.budget = share + (1 if self.index < extra else 0)
-        self.t0 = time.time()
+        self.t0 = now()
         self.next_request = self.index
         if PLAN.open_loop and not PLAN.replay_speed:
             self.schedule = ArrivalSchedule(PLAN, self.t0, self.count, self.index, CFG["workload"]["seed"])
@@ -181,7 +186,7 @@ class LLMUser(FastHttpUser):
     def one_request(self):
         if PROC.t0 is None:
             PROC.start(self.environment.runner)
-        if time.time() - PROC.t0 >= PLAN.duration:
+        if now() - PROC.t0 >= PLAN.duration:
             gevent.sleep(0.5)  # the plan is over: start nothing new while Locust stops the users
             return
         if PLAN.replay_speed:
@@ -196,16 +201,16 @@ class LLMUser(FastHttpUser):
                 gevent.sleep(0.5)
                 return
             t_sched = PROC.t0 + offset
-            gevent.sleep(max(0.0, t_sched - time.time()))
+            gevent.sleep(max(0.0, t_sched - now()))
         else:
             if PROC.schedule is not None:
                 t_sched = PROC.schedule.next()
                 if t_sched is None:
                     gevent.sleep(0.5)  # the plan is over; the shape ends the run
                     return
-                gevent.sleep(max(0.0, t_sched - time.time()))
+                gevent.sleep(max(0.0, t_sched - now()))
             else:
-                t_sched = time.time()
+                t_sched = now()
             index = PROC.take_index()
             if index is None:
                 self._budget_spent()
@@ -248,15 +253,18 @@ class LLMUser(FastHttpUser):
             body["stream_options"] = {"include_usage": True}
         hosts = CFG["hosts"]  # absolute API bases; several rotate (client-side balancing, no health checks)
         path = hosts[index % len(hosts)] + ("/chat/completions" if req.endpoint == "chat" else "/completions")
+        asked = body.get("max_tokens", body.get("max_completion_tokens"))
         rec = RequestRecord(id=uuid.uuid4().hex, case=req.case, endpoint=req.endpoint, stream=stream,
-                            t_sched=t_sched, t_start=time.time(), input_tokens=req.input_tokens,
+                            t_sched=t_sched, t_start=t_sched, input_tokens=req.input_tokens,
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
-                            step=PROC.step_at(t_sched))
+                            step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
+                            requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
         key_env = CFG.get("api_key_env")
         if key_env and os.environ.get(key_env):
             headers["Authorization"] = "Bearer " + os.environ[key_env]
         data = json.dumps(body)
+        rec.t_start = now()  # the actual send time: after the body is encoded, before the request is built
         attempt = 0
         while True:
             resp_headers = self._attempt(path, data, headers, rec, req)
@@ -277,7 +285,7 @@ class LLMUser(FastHttpUser):
         """One try; fills rec. Returns the response headers (for Retry-After) or None."""
         rec.outcome, rec.status, rec.error_code, rec.error, rec.timeout_kind = "ok", None, None, None, None
         rec.t_first = rec.t_end = None
-        gaps: list[float] = []
+        timing = StreamTiming()
         state = StreamState()
         resp_headers = None
         resp = None
@@ -300,52 +308,40 @@ class LLMUser(FastHttpUser):
                     payload = resp.content
                     rec.outcome = "http_error"
                     rec.error_code, rec.error = error_code_of(payload)
-                    rec.t_end = time.time()
+                    rec.t_end = now()
                     return resp_headers
                 if not rec.stream:
                     payload = resp.content
-                    rec.t_end = time.time()
-                    self._judge_plain(payload, rec, req)
+                    rec.t_end = now()
+                    judge_plain(payload, rec, req)
                     rec.t_first = rec.t_end if rec.output_tokens else None
                     return resp_headers
                 raw = resp._response
-                last = None
-                while True:
-                    line = raw.readline(b"\n")
-                    if not line:
-                        break
-                    text = state.feed(line)
-                    if text:
-                        now = time.time()
-                        if last is None:
-                            rec.t_first = now
-                            first.cancel()
-                        else:
-                            gaps.append(now - last)
-                        last = now
-                    if state.error is not None or state.done:
-                        break
+                read_stream(lambda: raw.readline(b"\n"), state, timing, on_first=first.cancel)
             finally:
                 first.cancel()
-            rec.t_end = time.time()
-            self._judge_stream(state, rec, req, gaps)
+            rec.t_end = now()
+            fill_timing(rec, timing, CLOCK)
+            judge_stream(state, rec, req)
             self._finish_response(raw)
         except _Timeout as t:
             rec.outcome, rec.timeout_kind, rec.error = "timeout", t.kind, f"no {'first token' if t.kind == 'first_token' else 'end'} within the {t.kind} timeout"
-            rec.t_end = time.time()
+            rec.t_end = now()
+            fill_timing(rec, timing, CLOCK)
             self._discard(resp)
         except gevent.GreenletExit:
-            rec.outcome, rec.error, rec.t_end = "cancelled", "the load test stopped", time.time()
+            rec.outcome, rec.error, rec.t_end = "cancelled", "the load test stopped", now()
+            fill_timing(rec, timing, CLOCK)
             self._discard(resp)
             PROC.add(rec)
             raise
         except Exception as e:  # transport failures
             rec.outcome, rec.timeout_kind, rec.error = classify_exception(e)
-            rec.t_end = time.time()
+            rec.t_end = now()
+            fill_timing(rec, timing, CLOCK)
             self._discard(resp)
         finally:
             total.cancel()
-        self._fill_gaps(rec, gaps)
         return resp_headers
 
     @staticmethod
@@ -369,53 +365,6 @@ class LLMUser(FastHttpUser):
                 raw.release()  # an unfinished response: the pool closes its socket
             except Exception:
                 pass
-
-    @staticmethod
-    def _fill_gaps(rec, gaps):
-        if gaps:
-            g = sorted(gaps)
-            rec.max_itl, rec.itl_p50, rec.itl_p90, rec.itl_p99 = g[-1], quantile(g, .5), quantile(g, .9), quantile(g, .99)
-
-    def _judge_stream(self, state: StreamState, rec: RequestRecord, req, gaps):
-        rec.chunks = state.content_chunks
-        rec.served_by = rec.served_by or state.served_by
-        if state.usage and isinstance(state.usage.get("completion_tokens"), int):
-            rec.output_tokens, rec.output_tokens_source = state.usage["completion_tokens"], "usage"
-        else:
-            rec.output_tokens, rec.output_tokens_source = state.content_chunks, "stream"
-        if state.error is not None:
-            rec.outcome = "stream_error"
-            rec.error_code = str(state.error.get("code") or state.error.get("type") or "error_event")
-            rec.error = str(state.error.get("message", ""))[:200]
-        elif state.malformed:
-            rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_chunk", state.malformed
-        elif not state.done:
-            rec.outcome, rec.error_code, rec.error = "stream_error", "no_done", "the stream ended without [DONE]"
-        elif req.expect_json:
-            self._check_json(state.text, rec)
-
-    def _judge_plain(self, payload: bytes, rec: RequestRecord, req):
-        try:
-            obj = json.loads(payload)
-            choice = obj["choices"][0]
-            text = choice["message"]["content"] if "message" in choice else choice["text"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_body", "response body is not a completion"
-            return
-        usage = obj.get("usage") or {}
-        rec.output_tokens = usage.get("completion_tokens") or 0
-        rec.output_tokens_source = "usage" if usage else "stream"
-        rec.served_by = rec.served_by or obj.get("system_fingerprint")
-        if req.expect_json:
-            self._check_json(text or "", rec)
-
-    @staticmethod
-    def _check_json(text: str, rec: RequestRecord):
-        try:
-            json.loads(text)
-        except ValueError:
-            rec.outcome, rec.error_code, rec.error = "bad_output", "invalid_json", "the output is not valid JSON"
-
 
 class PlanShape(LoadTestShape):
     """Users over time from the plan; None ends the run (Locust then stops every user)."""

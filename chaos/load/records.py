@@ -1,8 +1,10 @@
 """One JSON record a request: the contract between the load user, the verifier and reports.
 
-Times are Unix epoch seconds (float). In open-loop runs t_sched is when the request
-should have been sent; latency counted from it includes time the generator itself
-fell behind, so coordinated omission cannot hide queueing.
+Times are Unix epoch seconds (float) from one anchor per Locust process plus monotonic
+deltas (chaos.load.clock), so any difference of two times is a monotonic interval. In
+open-loop runs t_sched is when the request should have been sent; latency counted from it
+includes time the generator itself fell behind, so coordinated omission cannot hide
+queueing. docs/load.md defines every field.
 """
 
 from __future__ import annotations
@@ -29,15 +31,23 @@ class RequestRecord:
     error_code: str | None = None  # the body's error.code, or our own detail (e.g. no_done)
     error: str | None = None  # short human message
     timeout_kind: str | None = None  # connect | first_token | total
-    input_tokens: int = 0
+    input_tokens: int = 0  # the prompt as the workload counted it (exact: what the reference server counts)
     input_tokens_source: str = "exact"  # exact | estimate | usage
-    output_tokens: int = 0
+    server_input_tokens: int | None = None  # usage.prompt_tokens, when the server said
+    requested_tokens: int | None = None  # max_tokens (or max_completion_tokens) asked for
+    ignore_eos: bool = False  # whether the request asked the server to ignore EOS (fixed output length)
+    output_tokens: int = 0  # produced: usage.completion_tokens, else content chunks seen
     output_tokens_source: str = "usage"  # usage | stream
+    finish_reason: str | None = None
     chunks: int = 0
     max_itl: float | None = None  # largest inter-token gap, seconds
     itl_p50: float | None = None
     itl_p90: float | None = None
     itl_p99: float | None = None
+    itl_us: list[int] = field(default_factory=list)  # every gap between content chunks, integer microseconds
+    itl_dropped: int = 0  # gaps past chaos.load.sse.MAX_GAPS, counted but not kept
+    server_ttft: float | None = None  # the reference server's own chaos_timing: first_token - arrival, seconds
+    server_e2e: float | None = None  # end - arrival
     served_by: str | None = None
     retries: int = 0
     retry_statuses: list[int] = field(default_factory=list)
@@ -51,6 +61,12 @@ class RequestRecord:
     @property
     def e2e(self) -> float | None:
         return None if self.t_end is None else self.t_end - self.t_start
+
+    @property
+    def ended_early(self) -> bool:
+        """Stopped by the model (EOS or a stop string) before producing what was asked for."""
+        return (self.requested_tokens is not None and self.output_tokens < self.requested_tokens
+                and self.finish_reason == "stop")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -1,14 +1,21 @@
-"""Reading an OpenAI-style SSE stream line by line, and judging what came back."""
+"""Reading an OpenAI-style SSE stream line by line, timing it, and judging what came back."""
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass, field
+
+# Raw inter-token gaps a record keeps (integer microseconds, ~6 bytes each in JSON): 20,000 gaps is an output of
+# 20,000 chunks, ~120 KB of record. Past it the gaps are counted but not kept (max_itl stays exact).
+MAX_GAPS = 20_000
 
 
 class StreamState:
     """Feed it the lines of an SSE body; it tracks content, usage, errors and [DONE]."""
 
-    __slots__ = ("done", "usage", "error", "malformed", "content_chunks", "text_parts", "served_by", "finish_reason")
+    __slots__ = ("done", "usage", "error", "malformed", "content_chunks", "text_parts", "served_by", "finish_reason",
+                 "server_timing")
 
     def __init__(self):
         self.done = False
@@ -19,6 +26,7 @@ class StreamState:
         self.text_parts: list[str] = []
         self.served_by: str | None = None
         self.finish_reason: str | None = None
+        self.server_timing: dict | None = None  # the reference server's chaos_timing extension, when sent
 
     def feed(self, line: bytes | str) -> str | None:
         """Process one line; returns the new content text it carried ('' for none)."""
@@ -50,6 +58,8 @@ class StreamState:
         if obj.get("usage"):
             self.usage = obj["usage"]
         self.served_by = obj.get("system_fingerprint") or self.served_by
+        if isinstance(obj.get("chaos_timing"), dict):
+            self.server_timing = obj["chaos_timing"]
         text = ""
         for choice in obj.get("choices") or []:
             piece = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
@@ -65,6 +75,48 @@ class StreamState:
     @property
     def text(self) -> str:
         return "".join(self.text_parts)
+
+
+@dataclass(slots=True)
+class StreamTiming:
+    """When content came, on the monotonic clock (perf_counter seconds), and the gaps between content chunks."""
+
+    first: float | None = None  # the first line that carried non-empty content
+    last: float | None = None
+    gaps_us: list[int] = field(default_factory=list)  # consecutive content chunks, integer microseconds
+    dropped: int = 0  # gaps past MAX_GAPS: counted, not kept
+    max_gap: float | None = None  # seconds, over every gap (kept or not)
+
+
+def read_stream(readline, state: StreamState, t: StreamTiming, on_first=None, mono=time.perf_counter,
+                max_gaps: int = MAX_GAPS) -> StreamTiming:
+    """Feed state every line readline() returns until [DONE], an error event or the end of the body, timing
+    each content chunk in t the moment its line arrived (before it is parsed: the JSON decode is the client's
+    time, not the server's). t keeps what was read when readline raises (a reset, a timeout). mono must be
+    monotonic; on_first() runs at the first content (to cancel a timer)."""
+    gaps = t.gaps_us
+    while True:
+        line = readline()
+        if not line:
+            break
+        now = mono()
+        if state.feed(line):
+            if t.first is None:
+                t.first = now
+                if on_first is not None:
+                    on_first()
+            else:
+                gap = now - t.last
+                if t.max_gap is None or gap > t.max_gap:
+                    t.max_gap = gap
+                if len(gaps) < max_gaps:
+                    gaps.append(round(gap * 1e6))
+                else:
+                    t.dropped += 1
+            t.last = now
+        if state.error is not None or state.done:
+            break
+    return t
 
 
 def error_code_of(body: bytes | str | None) -> tuple[str | None, str | None]:

@@ -1,4 +1,9 @@
-"""The seed's table: per step, latency percentiles (never the mean), errors by class, throughput."""
+"""The seed's table: per step, latency percentiles (never the mean), errors by class, throughput.
+
+TPOT and ITL as GuideLLM and vLLM's benchmark define them (docs/load.md): TPOT is per request,
+(E2E - TTFT) / (output tokens - 1), then percentiles over requests; ITL is every gap between
+consecutive content chunks, pooled across requests, then percentiles over gaps.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ class StepSummary:
     error_rate: float = 0.0  # errors / (requests - cancelled)
     ttft: dict = field(default_factory=dict)  # p50/p95/p99 seconds
     tpot: dict = field(default_factory=dict)
+    itl: dict = field(default_factory=dict)  # pooled over every kept gap of ok requests
+    itl_gaps: int = 0  # how many gaps the ITL percentiles pool
+    itl_gaps_dropped: int = 0  # gaps of very long outputs that records counted but did not keep
     e2e: dict = field(default_factory=dict)
     jitter: float | None = None  # P99/P50 of E2E
     duration_s: float = 0.0
@@ -32,6 +40,8 @@ class StepSummary:
     output_tps: float = 0.0  # output tokens per second (ok requests)
     input_tokens: int = 0
     output_tokens: int = 0
+    ended_early: int = 0  # ok requests stopped by the model (finish_reason stop) before their max_tokens
+    input_mismatch: int = 0  # ok requests whose usage.prompt_tokens differs from the workload's input_tokens
     token_counts: str = "exact"  # exact | estimate | mixed
     late_requests: int = 0  # open loop: sent > 10 ms after their intended time
     max_lag_s: float = 0.0
@@ -51,7 +61,7 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
     s.requests = len(records)
     if not records:
         return s
-    ttft, tpot, e2e = [], [], []
+    ttft, tpot, e2e, gaps = [], [], [], []
     sources = set()
     for r in records:
         sources.add(r.input_tokens_source)
@@ -64,6 +74,11 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
         s.ok += 1
         s.input_tokens += r.input_tokens
         s.output_tokens += r.output_tokens
+        s.ended_early += r.ended_early
+        if r.server_input_tokens is not None and r.server_input_tokens != r.input_tokens:
+            s.input_mismatch += 1
+        gaps.extend(r.itl_us)
+        s.itl_gaps_dropped += r.itl_dropped
         base = r.t_sched if open_loop else r.t_start  # open loop: count the generator's own delay
         if r.t_first is not None:
             ttft.append(r.t_first - base)
@@ -79,6 +94,8 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
     judged = s.requests - s.cancelled
     s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
     s.ttft, s.tpot, s.e2e = _triple(ttft), _triple(tpot), _triple(e2e)
+    s.itl_gaps = len(gaps)
+    s.itl = {k: (None if v is None else v / 1e6) for k, v in _triple(gaps).items()}  # records keep microseconds
     if s.e2e["p50"]:
         s.jitter = s.e2e["p99"] / s.e2e["p50"]
     if duration_s is None:
@@ -105,13 +122,15 @@ def _ms(v) -> str:
 
 def format_table(summaries: list[StepSummary]) -> str:
     head = (f"{'step':<16}{'reqs':>6}{'ok':>6}{'err%':>7}  {'TTFT p50/p95/p99 ms':>21}  "
-            f"{'TPOT p50/p95/p99 ms':>20}  {'E2E p50/p95/p99 ms':>21}{'P99/P50':>8}{'req/s':>7}{'tok/s':>8}")
+            f"{'TPOT p50/p95/p99 ms':>20}  {'ITL p50/p95/p99 ms':>20}  {'E2E p50/p95/p99 ms':>21}"
+            f"{'P99/P50':>8}{'req/s':>7}{'tok/s':>8}")
     lines = [head, "-" * len(head)]
     for s in summaries:
         tri = lambda d: "/".join(_ms(d.get(k)) for k in ("p50", "p95", "p99"))  # noqa: E731
         jitter = "-" if s.jitter is None else f"{s.jitter:.1f}"
         lines.append(f"{s.step:<16}{s.requests:>6}{s.ok:>6}{s.error_rate * 100:>6.2f}%  {tri(s.ttft):>21}  "
-                     f"{tri(s.tpot):>20}  {tri(s.e2e):>21}{jitter:>8}{s.rps:>7.1f}{s.output_tps:>8.0f}")
+                     f"{tri(s.tpot):>20}  {tri(s.itl):>20}  {tri(s.e2e):>21}{jitter:>8}{s.rps:>7.1f}"
+                     f"{s.output_tps:>8.0f}")
         notes = []
         if s.errors:
             notes.append("errors: " + ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items())))
@@ -122,6 +141,15 @@ def format_table(summaries: list[StepSummary]) -> str:
                          f"(worst {s.max_lag_s * 1000:.0f} ms); latency counts from the intended time")
         if s.token_counts != "exact":
             notes.append(f"token counts: {s.token_counts}")
+        if s.ended_early:
+            notes.append(f"ended early: {s.ended_early} of {s.ok} ok requests stopped (finish_reason stop) before "
+                         f"their max_tokens")
+        if s.input_mismatch:
+            notes.append(f"input tokens: the server counted a different prompt size than the workload in "
+                         f"{s.input_mismatch} requests")
+        if s.itl_gaps_dropped:
+            notes.append(f"ITL pools {s.itl_gaps} gaps; {s.itl_gaps_dropped} more of very long outputs were "
+                         f"not kept")
         for n in notes:
             lines.append(f"{'':<16}  {n}")
     return "\n".join(lines)

@@ -1,10 +1,17 @@
 """Named, parameterised, reproducible workloads: what each request asks for.
 
 A workload turns (seed, request index) into one request body, so the same seed gives
-the same requests on every run and every worker. Input sizes are exact token counts
-where the target's tokenizer is known (the reference server is byte-level: one token a
-UTF-8 byte, plus its chat template) and an estimate (~4 bytes a token) otherwise; each
-request says which.
+the same requests on every run and every worker.
+
+input_tokens is the prompt as the server counts it (usage.prompt_tokens): template, BOS
+and all. Against the reference server (byte-level: one token a UTF-8 byte, BOS first, chat
+in ChatML) the counts are exact and every request hits its size; against other servers
+they are an estimate (~4 bytes a token) and each request says so. A size below what a
+case's fixed text alone takes is refused, not silently exceeded.
+
+output_tokens is max_tokens; where a case fixes the output length (every generated case
+but json, whose object must be allowed to end) the request also carries vLLM's
+ignore_eos, so a model's EOS cannot end the stream early.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ class LLMRequest:
     input_tokens_source: str  # exact | estimate
     expect_json: bool = False
     offset_s: float | None = None  # replay: when the original request was sent, relative to the first
+    fixed_output: bool = False  # max_tokens is the length asked for, not just a cap
 
 
 class TokenCounter:
@@ -64,10 +72,7 @@ class TokenCounter:
 
 def filler_text(rng: random.Random, n_bytes: int, topic: str = "") -> str:
     """ASCII prose of exactly n_bytes bytes."""
-    words, size = [], 0
-    if topic:
-        words.append(topic)
-        size = len(topic)
+    words, size = ([topic], len(topic)) if topic else ([], -1)  # size: the joined length so far (no leading space)
     while size < n_bytes:
         w = rng.choice(WORDS)
         words.append(w)
@@ -105,11 +110,12 @@ class WorkloadSpec:
     extra: dict = field(default_factory=dict)
 
     DEFAULTS = {
-        "chat": ("20-120", "32-128"),
+        "chat": ("24-120", "32-128"),
+        "completion": ("24-120", "32-128"),  # legacy /v1/completions with a plain prompt
         "rag": ("3000", "200-500"),
         "long": ("10000", "64-128"),
-        "prefix": ("40-80", "32-96"),  # input: the question after a shared ~1,000-token system prompt
-        "json": ("30-80", "64-160"),
+        "prefix": ("1040-1080", "32-96"),  # a shared 1,000-token system prompt, then a question
+        "json": ("90-160", "64-160"),
         "replay": (None, None),
     }
 
@@ -128,11 +134,12 @@ class Workload:
     """A weighted mix of workload specs; request i is the same for a given seed wherever it is made."""
 
     def __init__(self, specs: list[tuple[WorkloadSpec, float]], seed: int = 0, tokenizer: str = "byte",
-                 system_prompt_tokens: int = 1000):
+                 system_prompt_tokens: int = 1000, ignore_eos: bool = True):
         if not specs:
             raise ValueError("a workload needs at least one case")
         self.specs = specs
         self.seed = seed
+        self.ignore_eos = ignore_eos
         self.counter = TokenCounter(tokenizer)
         total = sum(w for _, w in specs)
         if total <= 0:
@@ -149,54 +156,64 @@ class Workload:
         for spec, _ in specs:
             if spec.name == "replay":
                 self._replay_entries[spec.replay_file] = load_replay(spec.replay_file)
+            elif spec.input_tokens[0] < self.floor(spec.name):
+                raise ValueError(
+                    f"input_tokens {spec.input_tokens[0]} is below what the {spec.name} workload's own text takes "
+                    f"({self.floor(spec.name)} tokens {'exactly' if self.counter.kind == 'byte' else 'estimated'}, "
+                    f"template included; input_tokens counts the whole prompt as the server does): ask for at "
+                    f"least {self.floor(spec.name)}")
 
     def request(self, index: int) -> LLMRequest:
         rng = random.Random(self.seed * 1_000_003 + index)
         pick = rng.random()
         spec = next(s for (s, _), c in zip(self.specs, self.cum) if pick <= c + 1e-12)
-        return getattr(self, f"_{spec.name}")(spec, rng, index)
-
-    # -- cases -------------------------------------------------------------------------------
-    def _chat_request(self, case, spec, rng, messages_for, expect_json=False) -> LLMRequest:
+        if spec.name == "replay":
+            return self._replay(spec, index)
         target = rng.randint(*spec.input_tokens)
-        # Size the content so the whole templated prompt lands on target tokens (exact for byte counting).
-        overhead = self.counter.count_chat(messages_for(""))
-        content = filler_text(rng, max(1, self.counter.bytes_for(max(1, target - overhead))))
-        messages = messages_for(content)
-        body = {"messages": messages, "max_tokens": rng.randint(*spec.output_tokens), "temperature": spec.temperature}
+        max_tokens = rng.randint(*spec.output_tokens)
+        content = filler_text(rng, self.counter.bytes_for(target - self._overhead(spec.name)))
+        if spec.name == "completion":
+            body = {"prompt": content}
+            counted = self.counter.count_prompt(content)
+        else:
+            body = {"messages": self._messages(spec.name, content)}
+            counted = self.counter.count_chat(body["messages"])
+        body.update(max_tokens=max_tokens, temperature=spec.temperature)
+        expect_json = spec.name == "json"
         if expect_json:
             body["response_format"] = {"type": "json_object"}
-        return LLMRequest(case, "chat", body, self.counter.count_chat(messages), self.counter.source, expect_json)
+        fixed = not expect_json
+        if fixed and self.ignore_eos:
+            body["ignore_eos"] = True
+        return LLMRequest(spec.name, "completion" if spec.name == "completion" else "chat", body, counted,
+                          self.counter.source, expect_json, fixed_output=fixed)
 
-    def _chat(self, spec, rng, i):
-        return self._chat_request("chat", spec, rng, lambda c: [{"role": "user", "content": c}])
-
-    def _rag(self, spec, rng, i):
-        def msgs(c):
+    # -- cases: the fixed text around the filler content --------------------------------------
+    def _messages(self, case: str, c: str) -> list[dict]:
+        if case == "rag":
             return [{"role": "system", "content": "Answer from the documents only."},
                     {"role": "user", "content": f"Documents:\n{c}\n\nQuestion: what does the policy say?"}]
-        return self._chat_request("rag", spec, rng, msgs)
-
-    def _long(self, spec, rng, i):
-        def msgs(c):
+        if case == "long":
             return [{"role": "user", "content": f"Summarise this log:\n{c}"}]
-        return self._chat_request("long", spec, rng, msgs)
-
-    def _prefix(self, spec, rng, i):
-        def msgs(c):
+        if case == "prefix":
             return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": c}]
-        req = self._chat_request("prefix", spec, rng, lambda c: [{"role": "user", "content": c}])
-        req.body["messages"] = msgs(req.body["messages"][0]["content"])
-        req.input_tokens = self.counter.count_chat(req.body["messages"])
-        return req
-
-    def _json(self, spec, rng, i):
-        def msgs(c):
+        if case == "json":
             return [{"role": "system", "content": "Reply with one JSON object with keys intent and reply."},
                     {"role": "user", "content": c}]
-        return self._chat_request("json", spec, rng, msgs, expect_json=True)
+        return [{"role": "user", "content": c}]
 
-    def _replay(self, spec, rng, i):
+    def _overhead(self, case: str) -> int:
+        """Tokens of the case's fixed text (template, BOS) around empty content."""
+        if case == "completion":
+            return self.counter.count_prompt("")
+        return self.counter.count_chat(self._messages(case, ""))
+
+    def floor(self, case: str) -> int:
+        """The smallest input_tokens the case can hit: its fixed text and one byte of content (the reference
+        server refuses a chat whose every message is empty)."""
+        return self._overhead(case) + 1
+
+    def _replay(self, spec, i):
         entries = self._replay_entries[spec.replay_file]
         e = entries[i % len(entries)]
         body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",

@@ -16,7 +16,7 @@ from tests.reference.http_util import metric
 
 from .scripted_server import ScriptedServer
 
-CHAT = [(WorkloadSpec("chat", input_tokens="20-40", output_tokens="4-8"), 1.0)]
+CHAT = [(WorkloadSpec("chat", input_tokens="24-40", output_tokens="4-8"), 1.0)]
 
 
 def run(target, plan, tmp_path, workload=CHAT, **kw):
@@ -77,7 +77,7 @@ def test_timings_agree_with_a_server_whose_delays_we_control(tmp_path):
     ("json_bad", "bad_output", "invalid_json"),
 ])
 def test_outcome_classes_from_real_causes(tmp_path, mode, outcome, code):
-    wl = [(WorkloadSpec("json" if mode == "json_bad" else "chat", input_tokens="20-30", output_tokens="5"), 1.0)]
+    wl = [(WorkloadSpec("json" if mode == "json_bad" else "chat", input_tokens="30-40", output_tokens="5"), 1.0)]
     with ScriptedServer(mode, gap=0.01) as srv:
         _, records = run(srv.url, fixed(1, 10.0, max_requests=2), tmp_path, workload=wl,
                          timeouts=Timeouts(connect=2, first_token=1.0, total=5))
@@ -116,7 +116,7 @@ def test_connect_error_and_json_ok(tmp_path):
         driver.discover = orig
     records = read_records(run_.records_path)
     assert records and all(r.outcome == "connect_error" and r.status is None for r in records)
-    wl = [(WorkloadSpec("json", input_tokens="20-30", output_tokens="5"), 1.0)]
+    wl = [(WorkloadSpec("json", input_tokens="30-40", output_tokens="5"), 1.0)]
     with ScriptedServer("json_ok") as srv:
         _, ok = run(srv.url, fixed(1, 10.0, max_requests=2), tmp_path / "j", workload=wl)
     assert ok and all(r.outcome == "ok" for r in ok)

@@ -1,0 +1,87 @@
+"""What a finished response says, written into its record: tokens, finish, timing, outcome.
+
+Plain functions (no Locust, no gevent) so they are tested on their own; the LLM user in
+locustfile.py calls them once a response is read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .clock import Clock
+from .records import RequestRecord
+from .sse import StreamState, StreamTiming, quantile
+
+
+def fill_timing(rec: RequestRecord, timing: StreamTiming, clock: Clock) -> None:
+    """First-token time and gaps from the monotonic readings of whatever was read of a stream."""
+    if timing.first is not None:
+        rec.t_first = clock.at(timing.first)
+    rec.itl_us, rec.itl_dropped, rec.max_itl = timing.gaps_us, timing.dropped, timing.max_gap
+    if timing.gaps_us:
+        g = sorted(timing.gaps_us)
+        rec.itl_p50, rec.itl_p90, rec.itl_p99 = (quantile(g, q) / 1e6 for q in (.5, .9, .99))
+
+
+def server_timing(rec: RequestRecord, t) -> None:
+    """The reference server's chaos_timing (Unix seconds on its clock): only its own differences are kept, so no
+    clock of ours is ever compared with its clock."""
+    if not isinstance(t, dict):
+        return
+    arrival, first, end = (t.get(k) for k in ("arrival", "first_token", "end"))
+    num = (int, float)
+    if isinstance(arrival, num) and isinstance(first, num):
+        rec.server_ttft = first - arrival
+    if isinstance(arrival, num) and isinstance(end, num):
+        rec.server_e2e = end - arrival
+
+
+def _usage(rec: RequestRecord, usage: dict, produced_seen: int) -> None:
+    if isinstance(usage.get("prompt_tokens"), int):
+        rec.server_input_tokens = usage["prompt_tokens"]
+    if isinstance(usage.get("completion_tokens"), int):
+        rec.output_tokens, rec.output_tokens_source = usage["completion_tokens"], "usage"
+    else:
+        rec.output_tokens, rec.output_tokens_source = produced_seen, "stream"
+
+
+def judge_stream(state: StreamState, rec: RequestRecord, req) -> None:
+    rec.chunks = state.content_chunks
+    rec.served_by = rec.served_by or state.served_by
+    rec.finish_reason = state.finish_reason
+    server_timing(rec, state.server_timing)
+    _usage(rec, state.usage or {}, state.content_chunks)
+    if state.error is not None:
+        rec.outcome = "stream_error"
+        rec.error_code = str(state.error.get("code") or state.error.get("type") or "error_event")
+        rec.error = str(state.error.get("message", ""))[:200]
+    elif state.malformed:
+        rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_chunk", state.malformed
+    elif not state.done:
+        rec.outcome, rec.error_code, rec.error = "stream_error", "no_done", "the stream ended without [DONE]"
+    elif req.expect_json:
+        check_json(state.text, rec)
+
+
+def judge_plain(payload: bytes, rec: RequestRecord, req) -> None:
+    try:
+        obj = json.loads(payload)
+        choice = obj["choices"][0]
+        text = choice["message"]["content"] if "message" in choice else choice["text"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_body", "response body is not a completion"
+        return
+    usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+    _usage(rec, usage, 0)
+    rec.finish_reason = choice.get("finish_reason")
+    rec.served_by = rec.served_by or obj.get("system_fingerprint")
+    server_timing(rec, obj.get("chaos_timing"))
+    if req.expect_json:
+        check_json(text or "", rec)
+
+
+def check_json(text: str, rec: RequestRecord) -> None:
+    try:
+        json.loads(text)
+    except ValueError:
+        rec.outcome, rec.error_code, rec.error = "bad_output", "invalid_json", "the output is not valid JSON"
