@@ -9,7 +9,7 @@ from chaos.load.records import RequestRecord
 from chaos.common import parse_duration
 from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
-from chaos.load.summary import summarize
+from chaos.load.summary import format_table, summarize
 from chaos.load.workloads import Workload, WorkloadSpec, load_replay, parse_mix
 from chaos.reference.tokenizer import ByteTokenizer
 
@@ -161,3 +161,104 @@ def test_summary_percentiles_errors_throughput_and_lag():
     assert s.tpot["p50"] == pytest.approx((s.e2e["p50"] - 0.1) / 10, rel=0.2)
     assert s.rps == pytest.approx(10.0) and s.output_tps == pytest.approx(110.0)
     assert s.late_requests == 5 and s.max_lag_s == pytest.approx(0.05)
+
+
+# -- issue 19: one monotonic clock, raw gaps, fixed output length, input_tokens as the server counts ------------
+
+def _content_lines(n):
+    return [f'data: {{"choices":[{{"delta":{{"content":"t{i}"}}}}]}}\n'.encode() for i in range(n)] + [b"data: [DONE]\n"]
+
+
+def test_a_wall_clock_step_mid_stream_is_no_inter_token_gap(monkeypatch):
+    import time
+
+    from chaos.load.clock import Clock
+    from chaos.load.judge import fill_timing
+    from chaos.load.sse import StreamTiming, read_stream
+
+    real_time = time.time
+
+    def stream(step_after):
+        lines = _content_lines(8)
+
+        def readline():
+            if len(lines) == 8 - step_after:
+                monkeypatch.setattr(time, "time", lambda: real_time() + 17.0)  # NTP steps the wall clock
+            return lines.pop(0) if lines else b""
+        return readline
+
+    clock = Clock()
+    r = rec(0, t0=clock.now())
+    r.t_start = clock.now()
+    timing = read_stream(stream(4), StreamState(), StreamTiming())
+    r.t_end = clock.now()
+    fill_timing(r, timing, clock)
+    assert len(r.itl_us) == 7 and max(r.itl_us) < 1_000_000 and r.max_itl < 1.0
+    assert 0 <= r.ttft < 1.0 and 0 <= r.e2e < 1.0 and r.t_start <= r.t_first <= r.t_end
+    assert abs(clock.now() - real_time()) < 1.0  # the record's Unix times stay on the anchor's timeline
+    # The same stream timed on the wall clock, as the user timed it before: the step shows as a 17 s gap.
+    monkeypatch.setattr(time, "time", real_time)
+    wall = read_stream(stream(4), StreamState(), StreamTiming(), mono=lambda: time.time())
+    assert wall.max_gap > 16
+
+
+def test_read_stream_keeps_every_gap_up_to_its_bound_and_counts_the_rest():
+    from chaos.load.sse import StreamTiming, read_stream
+
+    lines = _content_lines(12)
+    ticks = iter(range(100))
+    t = read_stream(lambda: lines.pop(0) if lines else b"", StreamState(), StreamTiming(),
+                    mono=lambda: next(ticks) * 0.002, max_gaps=5)
+    assert t.gaps_us == [2000] * 5 and t.dropped == 6 and t.max_gap == pytest.approx(0.002)
+
+
+def test_summary_pools_itl_beside_tpot_and_counts_early_ends():
+    import numpy as np
+
+    rs = []
+    for i in range(20):
+        r = rec(i, t0=i, ttft=0.1, e2e=0.1 + 0.01 * 9, tokens=10)
+        r.itl_us = [1000 * (1 + (i + k) % 7) for k in range(9)]
+        r.requested_tokens = 10
+        r.finish_reason = "length"
+        rs.append(r)
+    short = rec(99, t0=5, tokens=4)
+    short.requested_tokens, short.finish_reason, short.itl_us = 10, "stop", [50_000] * 3
+    rs.append(short)
+    s = summarize(rs, "step")
+    pooled = [g for r in rs for g in r.itl_us]
+    assert s.itl_gaps == len(pooled) == 183
+    for q in (50, 95, 99):
+        assert s.itl[f"p{q}"] == pytest.approx(float(np.percentile(pooled, q)) / 1e6)
+    tpots = [(r.t_end - r.t_first) / (r.output_tokens - 1) for r in rs]
+    assert s.tpot["p50"] == pytest.approx(float(np.percentile(tpots, 50)))
+    assert s.ended_early == 1 and short.ended_early and not rs[0].ended_early
+    assert "ended early: 1 of 21" in format_table([s])
+    assert "ITL p50/p95/p99 ms" in format_table([s])
+
+
+def test_fixed_output_lengths_ask_the_server_to_ignore_eos():
+    fixed_len = Workload([(WorkloadSpec("chat", output_tokens=64), 1)]).request(0)
+    assert fixed_len.body["max_tokens"] == 64 and fixed_len.body["ignore_eos"] is True and fixed_len.fixed_output
+    off = Workload([(WorkloadSpec("chat", output_tokens=64), 1)], ignore_eos=False).request(0)
+    assert "ignore_eos" not in off.body
+    j = Workload([(WorkloadSpec("json"), 1)]).request(0)  # a JSON object must be allowed to end
+    assert "ignore_eos" not in j.body and not j.fixed_output
+
+
+def test_input_tokens_count_the_whole_prompt_and_sizes_below_a_case_are_refused():
+    tok = ByteTokenizer()
+    for n in (2, 21, 64, 333):
+        c = Workload([(WorkloadSpec("completion", input_tokens=n), 1)], seed=n).request(0)
+        assert c.endpoint == "completion" and len(tok.encode(c.body["prompt"])) == n == c.input_tokens
+    for case in ("chat", "rag", "long", "json", "prefix"):
+        w = Workload([(WorkloadSpec(case, input_tokens=2000), 1)], seed=3)
+        for i in range(10):
+            assert len(tok.apply_chat_template(w.request(i).body["messages"])) == 2000
+        floor = w.floor(case)
+        assert len(tok.apply_chat_template(Workload([(WorkloadSpec(case, input_tokens=floor), 1)])
+                                           .request(0).body["messages"])) == floor
+        with pytest.raises(ValueError, match=f"ask for at least {floor}"):
+            Workload([(WorkloadSpec(case, input_tokens=f"{floor - 1}-{floor + 50}"), 1)])
+    est = Workload([(WorkloadSpec("completion", input_tokens=100), 1)], tokenizer="estimate").request(0)
+    assert est.input_tokens_source == "estimate"  # other servers' tokenizers are unknown: an estimate, said so
