@@ -1,5 +1,5 @@
-"""The gateway's HTTP side: admission, attempts with per-attempt timeouts and bounded retries, the fallback
-chain, and streaming passed through without buffering.
+"""The gateway's HTTP side: routes, admission, and the chain a request goes down (primaries with bounded
+retries, backups, a busy replica's 429, the answer cache, 503). One attempt at one upstream is attempt.py.
 
 A retry is only ever made while nothing has been sent to the client: a streamed response is committed
 when the upstream's first data arrives, and from then on an upstream failure becomes an error event and
@@ -9,35 +9,23 @@ when the upstream's first data arrives, and from then on an upstream failure bec
 from __future__ import annotations
 
 import asyncio
-import json
+import math
 import random
 import time
-import uuid
 
 import aiohttp
 from aiohttp import web
 
-from ...common import parse_retry_after
+from ...common import retry_after_headers
+from .attempt import ANSWER, BUSY, Failure, attempt
+from .body import parse_envelope, read_body
+from .budget import RetryBudget
 from .cache import Answer, AnswerCache, cache_key
+from .errors import GatewayError, error_middleware, error_response, request_id
 from .metrics import GatewayMetrics
 from .settings import GatewaySettings
-from .stream import SSECollector, answer_from_json, synthesize
+from .stream import synthesize
 from .upstreams import LatencyTracker, Pool, Upstream, health_loop
-
-RETRYABLE = {408, 409, 429}
-
-
-class Failure:
-    """An attempt that failed before anything reached the client: safe to retry elsewhere."""
-
-    __slots__ = ("reason", "retry_after", "status")
-
-    def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None):
-        self.reason, self.retry_after, self.status = reason, retry_after, status
-
-
-def error_body(message: str, code: str, type_: str = "server_error") -> dict:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
 class Gateway:
@@ -51,6 +39,8 @@ class Gateway:
         self.cache = AnswerCache(settings.cache_size, settings.cache_ttl_s)
         self.latency = LatencyTracker()
         self.rng = random.Random(settings.seed)
+        self.budget = RetryBudget(settings.retry_budget_ratio, settings.retry_budget_window_s,
+                                  settings.retry_budget_min)
         self.slots = asyncio.Semaphore(settings.max_concurrency)
         self.in_flight = 0
         self.queued = 0
@@ -75,7 +65,9 @@ class Gateway:
             await self.session.close()
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 2**20)
+        # read_body enforces the size limit (before reading, when Content-Length says); this is a backstop.
+        app = web.Application(middlewares=[error_middleware(self.name)],
+                              client_max_size=self.settings.max_body_bytes)
         app.router.add_post("/v1/chat/completions", self.generate)
         app.router.add_post("/v1/completions", self.generate)
         app.router.add_get("/v1/models", self.models)
@@ -108,37 +100,32 @@ class Gateway:
                 async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
                     return web.Response(body=await r.read(), status=r.status,
                                         headers={"Content-Type": "application/json", "x-served-by": u.name})
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 continue
-        return web.json_response(error_body("no upstream can list models now", "all_upstreams_unavailable"),
-                                 status=503, headers={"retry-after": "1"})
+        raise GatewayError(503, "no upstream can list models now; retry later", "all_upstreams_unavailable",
+                           retry_after=self.settings.retry_after_s)
 
     # -- generation -------------------------------------------------------------------------------------
     def _refuse(self, status: int, message: str, code: str, rid: str) -> web.Response:
         self.metrics.rejected.labels(code).inc()
-        s = self.settings.retry_after_s
-        return web.json_response(error_body(message, code, "requests" if status == 429 else "server_error"),
-                                 status=status, headers={"retry-after": str(max(1, round(s))),
-                                                         "retry-after-ms": str(int(s * 1000)),
-                                                         "x-request-id": rid, "x-served-by": self.name})
+        return error_response(GatewayError(status, message, code, retry_after=self.settings.retry_after_s),
+                              {"x-request-id": rid, "x-served-by": self.name})
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-            body = body if isinstance(body, dict) else None
-        except ValueError:
-            body = None  # forwarded as is: the replica says what is wrong with it
+        rid = request_id(request)
+        s = self.settings
+        # Refusals that need no body first: a refused request costs no read.
         if self.draining:
             return self._refuse(503, "the gateway is shutting down", "gateway_draining", rid)
-        if self.slots.locked() and self.queued >= self.settings.max_queue:
-            return self._refuse(429, f"too many requests: {self.settings.max_concurrency} in flight and "
+        if self.slots.locked() and self.queued >= s.max_queue:
+            return self._refuse(429, f"too many requests: {s.max_concurrency} in flight and "
                                      f"{self.queued} queued", "rate_limit_exceeded", rid)
+        raw = await read_body(request, s.max_body_bytes, s.body_timeout_s)
+        body = parse_envelope(raw, s.inspect_max_kb * 1024)
         self.queued += 1
         try:
-            await asyncio.wait_for(self.slots.acquire(), self.settings.queue_timeout_s)
-        except asyncio.TimeoutError:
+            await asyncio.wait_for(self.slots.acquire(), s.queue_timeout_s)
+        except TimeoutError:
             return self._refuse(429, "waited too long for a free slot", "queue_timeout", rid)
         finally:
             self.queued -= 1
@@ -152,45 +139,99 @@ class Gateway:
             if self.in_flight == 0:
                 self.idle.set()
 
-    async def _serve(self, request, raw: bytes, body: dict | None, rid: str) -> web.StreamResponse:
-        path = request.path
-        stream = bool(body and body.get("stream"))
+    async def _serve(self, request, raw, body: dict | None, rid: str) -> web.StreamResponse:
+        """Primaries (retries within both budgets) -> backups -> a busy replica's 429 -> cache -> 503.
+
+        What counts against a replica (docs/gateway.md, "Whose fault"): a 4xx never; a busy answer never (the
+        replica is asked no more for this request); no answer (refused, reset, timeout) always; a 5xx answer
+        once per replica and request, and not at all when it is a poison request whose replicas served others
+        meanwhile. A poison request is one answered 5xx by two different replicas in a row: its 5xx goes back
+        to its client instead of on across the pool."""
         s = self.settings
+        t_start = time.monotonic()
+        self.budget.request()
         tried: set[str] = set()
-        retry_after = None
-        for attempt in range(1 + s.retries):
-            # Prefer a replica not tried yet; with none left, the same one again after the backoff.
-            u = self.primary.pick(tried) or self.primary.pick(set())
+        shunned: set[str] = set()  # said busy: not asked again for this request
+        charged: set[str] = set()  # counted against already, for this request
+        busy: list[Failure] = []
+        prev: Failure | None = None  # the previous attempt's 5xx answer, not yet counted
+
+        def charge(f: Failure) -> None:
+            if f.upstream.name not in charged:
+                charged.add(f.upstream.name)
+                f.upstream.record(False)
+
+        last: Failure | None = None
+        for n in range(1 + s.retries):
+            u = self.primary.pick(tried | shunned) or self.primary.pick(shunned)
             if u is None:
                 break
-            if attempt:
-                await asyncio.sleep(self._backoff(attempt, retry_after))
-                self.metrics.retries.inc()
-                u = self.primary.pick(tried) or self.primary.pick(set())
+            if n:
+                if not self.budget.spend():
+                    self.metrics.retries_denied.inc()
+                    break
+                # An upstream's Retry-After binds only a retry to that same upstream.
+                honour = last.retry_after if last is not None and last.upstream is u else None
+                await asyncio.sleep(self._backoff(n, honour))
+                u = self.primary.pick(tried | shunned) or self.primary.pick(shunned)
                 if u is None:
                     break
+                self.metrics.retries.inc()
             tried.add(u.name)
-            out = await self._attempt(request, u, path, raw, body, stream, rid, served_as=None, attempts=attempt + 1)
+            out = await attempt(self, request, u, raw, body, rid, None, n + 1)
             if not isinstance(out, Failure):
+                if prev is not None:
+                    charge(prev)  # it failed what another replica served
                 return out
-            retry_after = out.retry_after
-        # Every primary is failing (or was tried): the fallback chain.
+            if out.kind == ANSWER and prev is not None and prev.upstream is not out.upstream:
+                if not (prev.upstream.last_ok_at >= t_start or out.upstream.last_ok_at >= t_start):
+                    charge(prev)  # nobody served anything meanwhile: it may be the pool; one count, not two
+                self.metrics.passed_up.labels("poison").inc()
+                return self._pass_up(out, rid, n + 1, {"x-gateway-poison": "true"})
+            if prev is not None:
+                charge(prev)
+                prev = None
+            if out.kind == ANSWER:
+                prev = out
+            elif out.kind == BUSY:
+                busy.append(out)
+                shunned.add(u.name)
+            else:
+                charge(out)
+            last = out
+        if prev is not None:
+            charge(prev)
+        # Every primary failed, is busy, or may not be retried: the fallback chain.
         tried_backup: set[str] = set()
         while (u := self.backup.pick(tried_backup)) is not None:
             tried_backup.add(u.name)
-            out = await self._attempt(request, u, path, raw, body, stream, rid, served_as="backup",
-                                      attempts=len(tried) + len(tried_backup))
+            out = await attempt(self, request, u, raw, body, rid, "backup", len(tried) + len(tried_backup))
             if not isinstance(out, Failure):
                 self.metrics.fallbacks.labels("backup").inc()
                 return out
+            if out.kind == BUSY:
+                busy.append(out)
+            else:
+                charge(out)
+        if busy:
+            # Busy is not down: the replicas work and said when to come back; the soonest of them is the answer.
+            self.metrics.passed_up.labels("busy").inc()
+            soonest = min(busy, key=lambda f: f.retry_after if f.retry_after is not None else math.inf)
+            wait = soonest.retry_after if soonest.retry_after is not None else s.retry_after_s
+            return self._pass_up(soonest, rid, len(tried) + len(tried_backup), retry_after_headers(wait))
         if body is not None:
-            answer = self.cache.get(cache_key(path, body))
+            answer = self.cache.get(cache_key(request.path, body))
             if answer is not None:
                 self.metrics.fallbacks.labels("cache").inc()
-                return await self._from_cache(request, answer, path, body, stream, rid)
+                return await self._from_cache(request, answer, request.path, body, rid)
         self.metrics.fallbacks.labels("unavailable").inc()
         return self._refuse(503, "every upstream is failing and no cached answer fits; retry later",
                             "all_upstreams_unavailable", rid)
+
+    def _pass_up(self, f: Failure, rid: str, attempts: int, extra: dict) -> web.Response:
+        return web.Response(body=f.body, status=f.status, headers={
+            "Content-Type": f.content_type, "x-request-id": rid, "x-served-by": f.upstream.name,
+            "x-upstream": f.upstream.name, "x-gateway-attempts": str(attempts), **extra})
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -199,113 +240,18 @@ class Gateway:
         base = min(s.backoff_max_s, s.backoff_base_s * 2 ** (attempt - 1))
         return base * (0.5 + self.rng.random() * 0.5)  # jitter: between half and all of it
 
-    async def _attempt(self, request, u: Upstream, path, raw, body, stream, rid, served_as, attempts):
-        s = self.settings
-        first_timeout = self.latency.timeout("first_token", s.first_token_timeout, s.auto_floor_s, s.auto_default_s)
-        total_timeout = self.latency.timeout("total", s.total_timeout, s.auto_floor_s, 12 * s.auto_default_s)
-        headers = {"Content-Type": request.headers.get("Content-Type", "application/json"), "x-request-id": rid}
-        if "Authorization" in request.headers:
-            headers["Authorization"] = request.headers["Authorization"]
-        probing = u.breaker.begin()
-        u.outstanding += 1
-        t0 = time.monotonic()
-        resp = None
-        committed = None
-        loop = asyncio.get_running_loop()
-        try:
-            try:
-                # asyncio.timeout rather than wait_for: no extra task per await on the hot path.
-                async with asyncio.timeout(first_timeout):
-                    resp = await self.session.post(u.url + path, data=raw, headers=headers)
-                    if resp.status >= 500 or resp.status in RETRYABLE:
-                        await resp.read()
-                        u.record(False)
-                        return Failure(f"HTTP {resp.status}", parse_retry_after(resp.headers), resp.status)
-                    served = served_as or resp.headers.get("x-served-by") or u.name
-                    out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
-                                   "x-upstream": u.name}
-                    if resp.status >= 400:  # the client's mistake: pass it through, never retry it
-                        data = await resp.read()
-                        u.record(True)
-                        return web.Response(body=data, status=resp.status, headers={
-                            **out_headers, "Content-Type": resp.headers.get("Content-Type", "application/json")})
-                    if stream:
-                        first = await resp.content.readany()
-                if not stream:
-                    async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-                        data = await resp.read()
-                    u.record(True)
-                    self.latency.total.append(time.monotonic() - t0)
-                    self._remember(path, body, answer_from_json(data))
-                    self.metrics.served.labels(served_as or u.pool).inc()
-                    return web.Response(body=data, status=resp.status, headers={
-                        **out_headers, "Content-Type": resp.headers.get("Content-Type", "application/json")})
-                if not first:
-                    u.record(False)
-                    return Failure("the stream ended before any data")
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-                u.record(False)
-                return Failure(type(e).__name__)
-            # Commit: from here on nothing is retried.
-            self.latency.ttft.append(time.monotonic() - t0)
-            committed = web.StreamResponse(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
-                                                                "Cache-Control": "no-cache"})
-            await committed.prepare(request)
-            collector = SSECollector(keep=self.settings.cache_size > 0 and body is not None)
-            collector.feed(first)
-            await committed.write(first)
-            upstream_failed = None
-            try:
-                async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-                    while True:
-                        try:
-                            chunk = await resp.content.readany()
-                        except (aiohttp.ClientError, OSError) as e:
-                            upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
-                            break
-                        if not chunk:
-                            break
-                        collector.feed(chunk)
-                        await committed.write(chunk)  # as it came: token by token
-            except asyncio.TimeoutError:
-                upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
-            if upstream_failed is None and not collector.done:
-                upstream_failed = f"upstream {u.name} ended the stream without [DONE]"
-            if upstream_failed:
-                u.record(False)
-                self.metrics.midstream_failures.inc()
-                err = error_body(upstream_failed, "upstream_failed")
-                await committed.write(b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n")
-            else:
-                u.record(not collector.error)
-                self.latency.total.append(time.monotonic() - t0)
-                if not collector.error:
-                    self._remember(path, body, collector.answer())
-            await committed.write_eof()
-            self.metrics.served.labels(served_as or u.pool).inc()
-            return committed
-        except ConnectionResetError:
-            return committed  # the client left: the finally closes the upstream, which aborts it there too
-        finally:
-            u.outstanding -= 1
-            if probing and u.breaker.probe_in_flight:
-                u.breaker.abandon_probe()  # no verdict (cancelled, client gone): never leave it half-open forever
-            if resp is not None:
-                if committed is not None and not resp.content.at_eof():
-                    resp.close()
-                else:
-                    resp.release()
-
-    def _remember(self, path, body, answer) -> None:
+    def remember(self, path, body, answer) -> None:
         if body is None or answer is None:
             return
         text, finish, usage, model = answer
         self.cache.put(cache_key(path, body), Answer(text, finish, usage, model or body.get("model", ""),
                                                      time.monotonic()))
 
-    async def _from_cache(self, request, answer: Answer, path, body, stream, rid):
+    async def _from_cache(self, request, answer: Answer, path, body, rid):
+        stream = bool(body.get("stream"))
         kind = "chat" if path.endswith("chat/completions") else "completion"
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        opts = body.get("stream_options")
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         built = synthesize(kind, rid, answer.model, answer.text, answer.finish_reason, answer.usage, stream,
                            include_usage, "cache")
         headers = {"x-request-id": rid, "x-served-by": "cache", "x-gateway-attempts": "0"}

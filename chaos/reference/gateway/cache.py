@@ -11,10 +11,15 @@ from dataclasses import dataclass
 IGNORED = {"stream", "stream_options", "user", "n"}
 
 
-def cache_key(path: str, body: dict) -> str:
-    """Same question, same key: field order, streaming and the user tag do not matter."""
+def cache_key(path: str, body: dict) -> str | None:
+    """Same question, same key: field order, streaming and the user tag do not matter. None: not cacheable
+    (nested deeper than the encoder goes; the replica judges such a body)."""
     norm = {k: v for k, v in body.items() if k not in IGNORED}
-    return hashlib.sha256((path + json.dumps(norm, sort_keys=True, separators=(",", ":"))).encode()).hexdigest()
+    try:
+        text = json.dumps(norm, sort_keys=True, separators=(",", ":"))
+    except (RecursionError, ValueError):
+        return None
+    return hashlib.sha256((path + text).encode()).hexdigest()
 
 
 @dataclass(slots=True)
@@ -35,16 +40,16 @@ class AnswerCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, key: str, answer: Answer) -> None:
-        if self.size == 0:
+    def put(self, key: str | None, answer: Answer) -> None:
+        if self.size == 0 or key is None:
             return
         self._items[key] = answer
         self._items.move_to_end(key)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
 
-    def get(self, key: str) -> Answer | None:
-        a = self._items.get(key)
+    def get(self, key: str | None) -> Answer | None:
+        a = self._items.get(key) if key is not None else None
         if a is None or self.clock() - a.stored_at > self.ttl_s:
             self.misses += 1
             if a is not None:

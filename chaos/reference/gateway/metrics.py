@@ -48,6 +48,11 @@ class GatewayMetrics:
         self.fallbacks = Counter("gateway:fallbacks", "requests served by a fallback path", ["path"], registry=r)
         self.rejected = Counter("gateway:rejected", "requests refused by admission control", ["reason"], registry=r)
         self.served = Counter("gateway:served", "streams served by pool", ["pool"], registry=r)
+        self.retries_denied = Counter("gateway:retries_denied", "retries the window's retry budget refused",
+                                      registry=r)
+        self.passed_up = Counter("gateway:passed_up", "upstream errors returned to the client as they came: busy "
+                                 "(every candidate said 429 or similar) or poison (5xx on two replicas in a row)",
+                                 ["reason"], registry=r)
         self.midstream_failures = Counter("gateway:midstream_failures", "upstream failures after streaming began",
                                           registry=r)
 

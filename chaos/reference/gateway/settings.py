@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+
+POSITIVE = ("auto_floor_s", "auto_default_s", "backoff_base_s", "backoff_max_s", "health_interval_s",
+            "health_timeout_s", "eject_for_s", "breaker_open_s", "queue_timeout_s", "retry_after_s", "cache_ttl_s",
+            "header_timeout_s", "body_timeout_s", "retry_budget_window_s", "poison_window_s", "max_body_mb")
 
 
 @dataclass(slots=True)
@@ -15,10 +20,16 @@ class GatewaySettings:
     backoff_base_s: float = 0.05
     backoff_max_s: float = 2.0
     retry_after_cap_s: float = 5.0  # an upstream's Retry-After is honoured up to this
+    retry_budget_ratio: float = 0.2  # retries in the window at most this fraction of its requests ...
+    retry_budget_min: int = 10  # ... plus this many, so a quiet gateway still retries
+    retry_budget_window_s: float = 10.0
+    poison_window_s: float = 10.0  # a replica that served anything this recently is "serving" (poison rule)
     health_interval_s: float = 1.0
     health_timeout_s: float = 1.0
+    unhealthy_after_checks: int = 2  # consecutive failed /health checks before a replica counts as down
     eject_after_failures: int = 3  # consecutive failures eject a replica (passive outlier detection)
     eject_for_s: float = 5.0
+    max_ejection_percent: float = 50.0  # of a pool at once, rounded down: never the last replica
     breaker_window: int = 20  # last N results per replica
     breaker_min_requests: int = 5
     breaker_error_rate: float = 0.5
@@ -27,6 +38,10 @@ class GatewaySettings:
     max_queue: int = 512  # waiting for a slot beyond that; more is refused with 429
     queue_timeout_s: float = 30.0
     retry_after_s: float = 1.0  # what the gateway itself says when it refuses
+    max_body_mb: float = 32.0  # larger bodies get 413 at the edge (the replicas' default too)
+    inspect_max_kb: int = 1024  # bodies up to this are parsed here (envelope check, cache); larger go as bytes
+    header_timeout_s: float = 10.0  # a client's request line and headers must arrive within this
+    body_timeout_s: float = 30.0  # and its whole body within this (408 otherwise)
     cache_size: int = 1024  # answers kept for the cache fallback (0 turns it off)
     cache_ttl_s: float = 600.0
     seed: int | None = None  # backoff jitter
@@ -35,7 +50,8 @@ class GatewaySettings:
     def __post_init__(self):
         for name in ("first_token_timeout", "total_timeout"):
             v = getattr(self, name)
-            if v != "auto" and (not isinstance(v, (int, float)) or v <= 0):
+            if v != "auto" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                or v <= 0):
                 raise ValueError(f"{name} must be a positive number of seconds or 'auto'")
         if not 0 <= self.retries <= 5:
             raise ValueError("retries must be between 0 and 5 (the seed advises at most 2)")
@@ -43,9 +59,25 @@ class GatewaySettings:
             raise ValueError("breaker_error_rate must be in (0, 1]")
         if self.max_concurrency < 1 or self.max_queue < 0 or self.cache_size < 0:
             raise ValueError("max_concurrency >= 1, max_queue >= 0, cache_size >= 0")
+        for name in POSITIVE:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        if not (math.isfinite(self.retry_budget_ratio) and 0 <= self.retry_budget_ratio <= 5):
+            raise ValueError("retry_budget_ratio must be between 0 and 5 (retries per request in the window)")
+        if self.retry_budget_min < 0 or self.inspect_max_kb < 0:
+            raise ValueError("retry_budget_min and inspect_max_kb must be >= 0")
+        if self.unhealthy_after_checks < 1 or self.eject_after_failures < 1:
+            raise ValueError("unhealthy_after_checks and eject_after_failures must be >= 1")
+        if not 0 <= self.max_ejection_percent <= 100:
+            raise ValueError("max_ejection_percent must be between 0 and 100")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 2**20)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GatewaySettings":
+    def from_dict(cls, d: dict) -> GatewaySettings:
         known = set(cls.__slots__)
         unknown = set(d) - known
         if unknown:

@@ -1,4 +1,10 @@
-"""Replicas as the gateway sees them: health, outstanding requests, ejection, breaker; least-outstanding picking."""
+"""Replicas as the gateway sees them: health, outstanding requests, ejection, breaker; least-outstanding picking.
+
+What counts against a replica is decided in app.py (a client's 4xx and a busy 429 never do); here a verdict
+moves the breaker and the ejection count. Passive ejection is capped per pool (max_ejection_percent, rounded
+down, as Envoy's): a burst of failures that follows the traffic rather than a replica can never empty a pool;
+a replica that is really down still leaves it through its breaker and the active health checks.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ class Upstream:
                                       settings.breaker_error_rate, settings.breaker_open_s)
         self.settings = settings
         self.served = 0
+        self.last_ok_at = -1e9  # monotonic time of the last success (the poison rule's evidence)
+        self.failed_checks = 0
+        self.peers: list[Upstream] = [self]  # the pool, set by Pool
 
     def available(self, now: float) -> bool:
         return self.healthy and now >= self.ejected_until and self.breaker.can_pass()
@@ -34,21 +43,39 @@ class Upstream:
             return "ejected"
         return self.breaker.state if self.breaker.state != CLOSED else "up"
 
+    def serving(self, now: float) -> bool:
+        """Did this replica serve a request lately? Then it is up, whatever one request says."""
+        return now - self.last_ok_at <= self.settings.poison_window_s
+
     def record(self, ok: bool) -> None:
         self.breaker.record(ok)
         if ok:
             self.consecutive_failures = 0
             self.served += 1
-        else:
-            self.consecutive_failures += 1
-            if self.consecutive_failures >= self.settings.eject_after_failures:
-                self.ejected_until = time.monotonic() + self.settings.eject_for_s
+            self.last_ok_at = time.monotonic()
+            return
+        self.consecutive_failures += 1
+        if self.consecutive_failures >= self.settings.eject_after_failures:
+            now = time.monotonic()
+            ejected = sum(1 for u in self.peers if now < u.ejected_until)
+            if ejected < int(len(self.peers) * self.settings.max_ejection_percent / 100):
+                self.ejected_until = now + self.settings.eject_for_s
                 self.consecutive_failures = 0
+            # else: over the cap, it stays in; the next failure asks again
+
+    def checked(self, ok: bool, timed_out: bool = False) -> None:
+        """One active health check's result. An answer other than 200 or a refused connection is believed at
+        once; a check that timed out only after unhealthy_after_checks in a row (one slow answer from a
+        replica busy reading big bodies is not an outage). Up again at the first success."""
+        self.failed_checks = 0 if ok else self.failed_checks + 1
+        self.healthy = ok or (timed_out and self.failed_checks < self.settings.unhealthy_after_checks)
 
 
 class Pool:
     def __init__(self, name: str, upstreams: list[Upstream]):
         self.name, self.upstreams = name, upstreams
+        for u in upstreams:
+            u.peers = upstreams
 
     def pick(self, exclude: set[str]) -> Upstream | None:
         """Least outstanding among the available replicas not yet tried for this request."""
@@ -87,9 +114,11 @@ async def health_loop(pools: list[Pool], settings: GatewaySettings, session: aio
     async def check(u: Upstream):
         try:
             async with session.get(u.url + "/health", timeout=timeout) as r:
-                u.healthy = r.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            u.healthy = False
+                u.checked(r.status == 200)
+        except TimeoutError:
+            u.checked(False, timed_out=True)
+        except (aiohttp.ClientError, OSError):
+            u.checked(False)
 
     while True:
         await asyncio.gather(*(check(u) for p in pools for u in p.upstreams))

@@ -1,0 +1,150 @@
+"""One attempt at one upstream: the answer passed through (a stream token by token), or a Failure that says
+what kind of no it was, so the chain in app.py can decide what it means and whom it counts against.
+
+A stream is committed when the upstream's first data arrives; from then on nothing is retried, and an
+upstream failure becomes an error event and [DONE] for that one client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import aiohttp
+from aiohttp import web
+
+from ...common import parse_retry_after
+from .errors import error_body
+from .stream import SSECollector, answer_from_json
+from .upstreams import Upstream
+
+BUSY, ANSWER, BROKEN = "busy", "answer", "broken"
+RETRY_LATER = {408, 409, 429}  # a working replica asking to be asked again later, or elsewhere
+
+
+class Failure:
+    """An attempt that failed before anything reached the client: safe to retry elsewhere.
+
+    kind: BUSY (429/408/409, or 503 with Retry-After: the replica works and is full or leaving), ANSWER (any
+    other 5xx: the replica answered that it failed this request), BROKEN (no answer: refused, reset, timed out,
+    an empty stream). status, body and content_type are the upstream's, for passing it up."""
+
+    __slots__ = ("body", "content_type", "kind", "reason", "retry_after", "status", "upstream")
+
+    def __init__(self, kind: str, upstream: Upstream, reason: str, status: int | None = None, body: bytes = b"",
+                 content_type: str = "application/json", retry_after: float | None = None):
+        self.kind, self.upstream, self.reason, self.status = kind, upstream, reason, status
+        self.body, self.content_type, self.retry_after = body, content_type, retry_after
+
+
+def classify(status: int, headers, body: bytes) -> str | None:
+    """What an error status says; None when it is the client's own error (passed through, counts for nothing)."""
+    if status < 500 and status not in RETRY_LATER:
+        return None
+    if status == 429 and b"insufficient_quota" in body:
+        return None  # a quota, not a queue: no replica will say otherwise (OpenAI's rule)
+    if status in RETRY_LATER or (status == 503 and parse_retry_after(headers) is not None):
+        return BUSY
+    return ANSWER
+
+
+async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None, rid: str,
+                  served_as: str | None, attempts: int):
+    s = gw.settings
+    path = request.path
+    first_timeout = gw.latency.timeout("first_token", s.first_token_timeout, s.auto_floor_s, s.auto_default_s)
+    total_timeout = gw.latency.timeout("total", s.total_timeout, s.auto_floor_s, 12 * s.auto_default_s)
+    headers = {"Content-Type": "application/json", "x-request-id": rid}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    probing = u.breaker.begin()
+    u.outstanding += 1
+    t0 = time.monotonic()
+    resp = None
+    committed = None
+    loop = asyncio.get_running_loop()
+    try:
+        try:
+            # asyncio.timeout rather than wait_for: no extra task per await on the hot path.
+            async with asyncio.timeout(first_timeout):
+                resp = await gw.session.post(u.url + path, data=raw, headers=headers)
+                ctype = resp.headers.get("Content-Type", "application/json")
+                if resp.status >= 400:
+                    data = await resp.read()
+                    kind = classify(resp.status, resp.headers, data)
+                    out_headers = {"x-request-id": rid, "x-served-by": resp.headers.get("x-served-by", u.name),
+                                   "x-gateway-attempts": str(attempts), "x-upstream": u.name, "Content-Type": ctype}
+                    if kind is None:  # the client's mistake: pass it through, never retry it, blame nobody
+                        return web.Response(body=data, status=resp.status, headers=out_headers)
+                    return Failure(kind, u, f"HTTP {resp.status}", resp.status, data, ctype,
+                                   parse_retry_after(resp.headers))
+                served = served_as or resp.headers.get("x-served-by") or u.name
+                out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
+                               "x-upstream": u.name}
+                # The answer's own type says whether it streams: the request's flag may not have been parsed.
+                stream = ctype.startswith("text/event-stream")
+                if stream:
+                    first = await resp.content.readany()
+            if not stream:
+                async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
+                    data = await resp.read()
+                u.record(True)
+                gw.latency.total.append(time.monotonic() - t0)
+                if body is not None and s.cache_size:
+                    gw.remember(path, body, answer_from_json(data))
+                gw.metrics.served.labels(served_as or u.pool).inc()
+                return web.Response(body=data, status=resp.status, headers={**out_headers, "Content-Type": ctype})
+            if not first:
+                return Failure(BROKEN, u, "the stream ended before any data")
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            return Failure(BROKEN, u, type(e).__name__)
+        # Commit: from here on nothing is retried.
+        gw.latency.ttft.append(time.monotonic() - t0)
+        committed = web.StreamResponse(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
+                                                            "Cache-Control": "no-cache"})
+        await committed.prepare(request)
+        collector = SSECollector(keep=s.cache_size > 0 and body is not None)
+        collector.feed(first)
+        await committed.write(first)
+        upstream_failed = None
+        try:
+            async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
+                while True:
+                    try:
+                        chunk = await resp.content.readany()
+                    except (aiohttp.ClientError, OSError) as e:
+                        upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
+                        break
+                    if not chunk:
+                        break
+                    collector.feed(chunk)
+                    await committed.write(chunk)  # as it came: token by token
+        except TimeoutError:
+            upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
+        if upstream_failed is None and not collector.done:
+            upstream_failed = f"upstream {u.name} ended the stream without [DONE]"
+        if upstream_failed:
+            u.record(False)
+            gw.metrics.midstream_failures.inc()
+            err = error_body(upstream_failed, "upstream_failed")
+            await committed.write(b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n")
+        else:
+            u.record(not collector.error)
+            gw.latency.total.append(time.monotonic() - t0)
+            if not collector.error:
+                gw.remember(path, body, collector.answer())
+        await committed.write_eof()
+        gw.metrics.served.labels(served_as or u.pool).inc()
+        return committed
+    except ConnectionResetError:
+        return committed  # the client left: the finally closes the upstream, which aborts it there too
+    finally:
+        u.outstanding -= 1
+        if probing and u.breaker.probe_in_flight:
+            u.breaker.abandon_probe()  # no verdict (cancelled, client gone, a 4xx): never leave it half-open
+        if resp is not None:
+            if committed is not None and not resp.content.at_eof():
+                resp.close()
+            else:
+                resp.release()

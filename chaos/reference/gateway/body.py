@@ -1,0 +1,65 @@
+"""A request body at the edge: bounded in size and in time, and checked as far as the gateway needs it.
+
+The size is decided from Content-Length before a byte is read (413 at once, nothing forwarded; aiohttp then
+reads and discards the rest for a few seconds so the client can read the answer) and, for a chunked body,
+while reading: at most max_body bytes are ever held. The whole body must arrive within body_timeout (a
+trickling client gets 408 instead of holding a connection and a slot forever).
+
+Only the envelope is the gateway's business: a JSON Content-Type, a JSON object, not nested past what the
+parser can take. Fields stay with the replica, which knows its limits. Bodies over inspect_max are not parsed
+here at all (a 32 MB array of numbers would cost the gateway hundreds of MB and block its loop for a
+second): they are forwarded as bytes, the replica validates them, and they bypass the answer cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from .errors import GatewayError
+
+
+def _too_large(size: int | None, limit: int) -> GatewayError:
+    got = f"{size} bytes" if size is not None else "more than that"
+    return GatewayError(413, f"request body too large ({got}; limit {limit} bytes): send a smaller request",
+                        "request_too_large")
+
+
+async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytearray:
+    """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length)."""
+    content_type = request.headers.get("Content-Type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise GatewayError(400, f"Content-Type must be application/json, not {content_type[:60] or 'missing'!r}",
+                           "invalid_content_type")
+    size = request.content_length
+    if size is not None and size > limit:
+        raise _too_large(size, limit)
+    raw = bytearray()
+    try:
+        async with asyncio.timeout(timeout_s):
+            while chunk := await request.content.readany():
+                if len(raw) + len(chunk) > limit:
+                    raise _too_large(None, limit)
+                raw += chunk
+    except TimeoutError:
+        raise GatewayError(408, f"the request body did not arrive within {timeout_s:g}s "
+                                f"({len(raw)} bytes read); send it at once", "request_timeout") from None
+    return raw
+
+
+def parse_envelope(raw: bytearray, inspect_max: int) -> dict | None:
+    """The body as a dict, None when it is too big to inspect here; GatewayError (400) when it is no JSON
+    object. The messages and codes are the replica's own, so a client sees the same answer either way."""
+    if len(raw) > inspect_max:
+        return None
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise GatewayError(400, "The request body is nested too deeply to parse", "invalid_json") from None
+    except ValueError as e:  # UnicodeDecodeError is one
+        raise GatewayError(400, f"The request body is not valid JSON: {str(e)[:200]}", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The request body must be a JSON object", "invalid_json")
+    return body
