@@ -665,7 +665,7 @@ def truth(a) -> int:
             urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/completions", json.dumps(b).encode(),
                                                           {"Content-Type": "application/json"}), timeout=60).read()
         for users, n in zip(a.truth_streams, a.truth_requests):
-            for kind in ("chaos load", "aiohttp", "httpx", "guidellm"):
+            for kind in a.truth_clients:
                 d = os.path.join(work, f"{kind.replace(' ', '-')}-{users}")
                 os.makedirs(d, exist_ok=True)
                 h0 = _histogram(base)
@@ -696,8 +696,9 @@ def truth(a) -> int:
                 diff = [(r[0] - r[1]) * 1000 for r in kept if r[1] is not None]
                 srv_ttft = [r[1] * 1000 for r in kept if r[1] is not None]
                 cli_mean = statistics.fmean(cli) if cli else None
+                srv_mean = statistics.fmean(srv_ttft) if srv_ttft else None
                 row = [kind, users, len(recs), pctl(cli, 50), pctl(cli, 95), pctl(srv_ttft, 50), pctl(diff, 50),
-                       pctl(diff, 95), cli_mean, hist_mean,
+                       pctl(diff, 95), cli_mean, srv_mean, hist_mean,
                        None if cli_mean is None or hist_mean is None else cli_mean - hist_mean]
                 rows.append(row)
                 print(f"  {kind:<10} {users:>3} streams: {len(recs)} requests in {time.time() - t0:.1f} s, client TTFT "
@@ -706,8 +707,8 @@ def truth(a) -> int:
     print("per run (ms; server = chaos_timing first_token - arrival of the same request; histogram = the server's "
           f"{TTFT_METRIC} mean over the run)")
     print_table(["client", "streams", "requests", "TTFT P50", "TTFT P95", "server P50", "client-server P50",
-                 "client-server P95", "client mean", "histogram mean", "client mean - histogram mean"], rows,
-                "lrrrrrrrrrr")
+                 "client-server P95", "client mean", "server mean", "histogram mean", "client mean - histogram mean"],
+                rows, "lrrrrrrrrrrr")
     if not any(r[6] is not None for r in rows):
         print("note: the server sent no chaos_timing, so only the histogram comparison is available")
     print(f"load average at end: {loadavg()}  run folder: {work}")
@@ -753,6 +754,10 @@ def main(argv=None) -> int:
                    help="requests per run for each --truth-streams value (default 150,600)")
     g.add_argument("--truth-input", type=int, default=64, help="input tokens (default 64)")
     g.add_argument("--truth-warmup", type=int, default=5, help="first requests of each run left out (default 5)")
+    g.add_argument("--truth-clients", type=lambda v: ["chaos load" if x.strip() == "chaos" else x.strip()
+                                                      for x in v.split(",")],
+                   default=["chaos load", "aiohttp", "httpx", "guidellm"],
+                   help="clients to run, comma-separated: chaos, aiohttp, httpx, guidellm (default: all four)")
     g.add_argument("--guidellm", help="the guidellm executable (default: on PATH)")
     g.add_argument("--httpx-python", help="a python with httpx installed (default: this one)")
     p.add_argument("--truth-client", help=argparse.SUPPRESS)
