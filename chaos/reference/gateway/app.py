@@ -145,8 +145,8 @@ class Gateway:
         What counts against a replica (docs/gateway.md, "Whose fault"): a 4xx never; a busy answer never (the
         replica is asked no more for this request); no answer (refused, reset, timeout) always; a 5xx answer
         once per replica and request, and not at all when it is a poison request whose replicas served others
-        meanwhile. A poison request is one answered 5xx by two different replicas in a row: its 5xx goes back
-        to its client instead of on across the pool."""
+        meanwhile. A poison request is one answered 5xx by two different replicas in a row (or twice by one
+        that served others in between): its 5xx goes back to its client instead of on across the pool."""
         s = self.settings
         t_start = time.monotonic()
         self.budget.request()
@@ -162,6 +162,7 @@ class Gateway:
                 f.upstream.record(False)
 
         last: Failure | None = None
+        budget_spent = False
         for n in range(1 + s.retries):
             u = self.primary.pick(tried | shunned) or self.primary.pick(shunned)
             if u is None:
@@ -169,6 +170,7 @@ class Gateway:
             if n:
                 if not self.budget.spend():
                     self.metrics.retries_denied.inc()
+                    budget_spent = True
                     break
                 # An upstream's Retry-After binds only a retry to that same upstream.
                 honour = last.retry_after if last is not None and last.upstream is u else None
@@ -181,10 +183,17 @@ class Gateway:
             out = await attempt(self, request, u, raw, body, rid, None, n + 1)
             if not isinstance(out, Failure):
                 if prev is not None:
-                    charge(prev)  # it failed what another replica served
+                    charge(prev)  # the request was fine: that 5xx was the replica's
                 return out
-            if out.kind == ANSWER and prev is not None and prev.upstream is not out.upstream:
-                if not (prev.upstream.last_ok_at >= t_start or out.upstream.last_ok_at >= t_start):
+            if out.kind == ANSWER and prev is not None:
+                # Served others while this request was being tried: they work, this request does not.
+                exonerated = prev.upstream.last_ok_at >= t_start or out.upstream.last_ok_at >= t_start
+                if prev.upstream is out.upstream and not exonerated:
+                    charge(prev)  # one replica failing twice, nothing else to go on: an ordinary failure
+                    prev = out
+                    last = out
+                    continue
+                if not exonerated:
                     charge(prev)  # nobody served anything meanwhile: it may be the pool; one count, not two
                 self.metrics.passed_up.labels("poison").inc()
                 return self._pass_up(out, rid, n + 1, {"x-gateway-poison": "true"})
@@ -225,6 +234,11 @@ class Gateway:
                 self.metrics.fallbacks.labels("cache").inc()
                 return await self._from_cache(request, answer, request.path, body, rid)
         self.metrics.fallbacks.labels("unavailable").inc()
+        if budget_spent:
+            return self._refuse(503, f"an upstream failed and the retry budget is spent (retries are at most "
+                                     f"{s.retry_budget_ratio:.0%} of requests over {s.retry_budget_window_s:g}s, "
+                                     f"+{s.retry_budget_min}): too much is failing now; retry later",
+                                "retry_budget_exhausted", rid)
         return self._refuse(503, "every upstream is failing and no cached answer fits; retry later",
                             "all_upstreams_unavailable", rid)
 

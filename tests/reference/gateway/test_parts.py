@@ -1,11 +1,16 @@
-"""The gateway's small parts on their own: breaker, auto timeouts, cache keys, SSE watching."""
+"""The gateway's small parts on their own: breaker, auto timeouts, cache keys, SSE watching, the retry budget,
+ejection's cap, health verdicts, what an error status says."""
 
 import json
+import time
 
+from chaos.reference.gateway.attempt import ANSWER, BUSY, classify
 from chaos.reference.gateway.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
+from chaos.reference.gateway.budget import RetryBudget
 from chaos.reference.gateway.cache import Answer, AnswerCache, cache_key
+from chaos.reference.gateway.settings import GatewaySettings
 from chaos.reference.gateway.stream import SSECollector, synthesize
-from chaos.reference.gateway.upstreams import LatencyTracker
+from chaos.reference.gateway.upstreams import LatencyTracker, Pool, Upstream
 
 
 class Clock:
@@ -85,3 +90,53 @@ def test_sse_collector_sees_done_across_pieces_and_rebuilds_the_answer():
     built = synthesize("chat", "r1", "m", "Hello", "stop", {"completion_tokens": 2}, True, True, "cache")
     lines = [line[6:] for line in built.decode().split("\n") if line.startswith("data: ")]
     assert lines[-1] == "[DONE]" and json.loads(lines[-2])["usage"] == {"completion_tokens": 2}
+
+
+def test_retry_budget_allows_a_fraction_of_the_windows_requests_plus_a_floor():
+    clock = Clock()
+    b = RetryBudget(ratio=0.2, window_s=10, minimum=1, clock=clock)
+    assert b.spend() and not b.spend()  # the floor: one retry with no traffic at all
+    for _ in range(10):
+        b.request()
+    assert b.spend() and b.spend() and not b.spend()  # 1 + 0.2 x 10 = 3 in the window
+    clock.t = 9.9
+    assert not b.spend()  # still inside the window
+    clock.t = 10.5
+    assert b.spend() and not b.spend()  # the window moved past them: only the floor again
+
+
+def test_ejection_never_takes_more_than_its_share_of_a_pool():
+    s = GatewaySettings(eject_after_failures=2, max_ejection_percent=50)
+    pool = Pool("primary", [Upstream(f"r{i}", f"http://127.0.0.1:{i + 1}", s, "primary") for i in range(3)])
+    for u in pool.upstreams:
+        for _ in range(2):
+            u.record(False)
+    now = time.monotonic()
+    assert [u.state(now) for u in pool.upstreams].count("ejected") == 1  # 50 % of 3, rounded down
+    single = Pool("primary", [Upstream("only", "http://127.0.0.1:1", s, "primary")])
+    for _ in range(5):
+        single.upstreams[0].record(False)
+    assert single.upstreams[0].ejected_until < time.monotonic()  # never the last one (its breaker still can)
+
+
+def test_a_timed_out_health_check_needs_a_second_but_a_refusal_does_not():
+    u = Upstream("r0", "http://127.0.0.1:1", GatewaySettings(unhealthy_after_checks=2), "primary")
+    u.checked(False, timed_out=True)
+    assert u.healthy
+    u.checked(True)
+    u.checked(False, timed_out=True)
+    assert u.healthy
+    u.checked(False, timed_out=True)
+    assert not u.healthy
+    u.checked(True)
+    assert u.healthy
+    u.checked(False)  # refused, or an answer other than 200
+    assert not u.healthy
+
+
+def test_what_an_error_status_says():
+    assert classify(400, {}, b"") is None and classify(413, {}, b"") is None  # the client's: passed through
+    assert classify(429, {}, b'{"error": {"code": "rate_limit_exceeded"}}') == BUSY
+    assert classify(429, {}, b'{"error": {"code": "insufficient_quota"}}') is None  # no replica will say otherwise
+    assert classify(503, {"retry-after": "2"}, b"") == BUSY  # full or draining: works, come back later
+    assert classify(503, {}, b"") == ANSWER and classify(500, {}, b"") == ANSWER
