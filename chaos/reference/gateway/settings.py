@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 POSITIVE = ("auto_floor_s", "auto_default_s", "backoff_base_s", "backoff_max_s", "health_interval_s",
             "health_timeout_s", "eject_for_s", "breaker_open_s", "queue_timeout_s", "retry_after_s", "cache_ttl_s",
-            "header_timeout_s", "body_timeout_s", "retry_budget_window_s", "poison_window_s", "max_body_mb")
+            "header_timeout_s", "body_timeout_s", "retry_budget_window_s", "max_body_mb")
 
 
 @dataclass(slots=True)
@@ -23,7 +23,6 @@ class GatewaySettings:
     retry_budget_ratio: float = 0.2  # retries in the window at most this fraction of its requests ...
     retry_budget_min: int = 10  # ... plus this many, so a quiet gateway still retries
     retry_budget_window_s: float = 10.0
-    poison_window_s: float = 10.0  # a replica that served anything this recently is "serving" (poison rule)
     health_interval_s: float = 1.0
     health_timeout_s: float = 1.0
     unhealthy_after_checks: int = 2  # consecutive failed /health checks before a replica counts as down

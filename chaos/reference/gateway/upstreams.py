@@ -43,10 +43,6 @@ class Upstream:
             return "ejected"
         return self.breaker.state if self.breaker.state != CLOSED else "up"
 
-    def serving(self, now: float) -> bool:
-        """Did this replica serve a request lately? Then it is up, whatever one request says."""
-        return now - self.last_ok_at <= self.settings.poison_window_s
-
     def record(self, ok: bool) -> None:
         self.breaker.record(ok)
         if ok:
