@@ -17,7 +17,9 @@ def fill_timing(rec: RequestRecord, timing: StreamTiming, clock: Clock) -> None:
     """First-token time and gaps from the monotonic readings of whatever was read of a stream."""
     if timing.first is not None:
         rec.t_first = clock.at(timing.first)
-    rec.itl_us, rec.itl_dropped, rec.max_itl = timing.gaps_us, timing.dropped, timing.max_gap
+    rec.itl_us, rec.itl_dropped = timing.gaps_us, timing.dropped
+    # on the gaps' microsecond grid, so max_itl >= every percentile taken from itl_us
+    rec.max_itl = None if timing.max_gap is None else round(timing.max_gap * 1e6) / 1e6
     if timing.gaps_us:
         g = sorted(timing.gaps_us)
         rec.itl_p50, rec.itl_p90, rec.itl_p99 = (quantile(g, q) / 1e6 for q in (.5, .9, .99))

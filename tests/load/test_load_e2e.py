@@ -38,7 +38,8 @@ def test_records_are_complete_and_consistent(reference, tmp_path):
     assert len({r.id for r in records}) == len(records)
     for r in records:
         assert r.outcome == "ok", r
-        assert r.t_sched <= r.t_start <= r.t_first <= r.t_end
+        # with ignore_eos a random model may produce only special tokens: tokens, but no text to time
+        assert r.t_sched <= r.t_start <= (r.t_first if r.chunks else r.t_start) <= r.t_end
         assert 4 <= r.output_tokens <= 8 and r.output_tokens_source == "usage"
         assert r.input_tokens_source == "exact" and r.served_by == "L0" and r.step == "users=4"
         if r.chunks > 1:  # random bytes can merge in the UTF-8 decoder; gaps need two chunks
