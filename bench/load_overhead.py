@@ -627,6 +627,13 @@ def _truth_guidellm(exe, base, prompts_path, users, n, tokens, work) -> list:
     return [[r["time_to_first_token_ms"] / 1000, None] for r in reqs if r.get("time_to_first_token_ms") is not None]
 
 
+def _busy() -> float:
+    import psutil
+
+    c = psutil.cpu_times()
+    return sum(c) - c.idle - getattr(c, "iowait", 0.0)
+
+
 def truth(a) -> int:
     """TTFT of four clients against the reference server's own, at 1 and 50 streams, in one run."""
     import shutil
@@ -658,58 +665,69 @@ def truth(a) -> int:
           f"{a.tokens} output (ignore_eos), temperature 0; requests per run: "
           + ", ".join(f"{u} stream(s) {n}" for u, n in zip(a.truth_streams, a.truth_requests))
           + f"; first {a.truth_warmup} of each run dropped; load average {loadavg()}", flush=True)
-    rows, summary = [], []
+    rows, pooled = [], {}
     with start_server(["--preset", a.truth_preset, "--max-waiting", "1000"]) as srv:
         base = srv.base_url.split()[0]
         for b in bodies[:5]:  # warm-up: first requests pay for lazy initialisation
             urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/completions", json.dumps(b).encode(),
                                                           {"Content-Type": "application/json"}), timeout=60).read()
-        for users, n in zip(a.truth_streams, a.truth_requests):
-            for kind in a.truth_clients:
-                d = os.path.join(work, f"{kind.replace(' ', '-')}-{users}")
-                os.makedirs(d, exist_ok=True)
-                h0 = _histogram(base)
-                t0 = time.time()
-                try:
-                    if kind == "chaos load":
-                        recs = _truth_chaos(base, spec, users, n, d)
-                    elif kind == "guidellm":
-                        if not guidellm:
-                            print(f"  {kind:<10} {users:>3} streams: skipped, GuideLLM not found", flush=True)
-                            continue
-                        recs = _truth_guidellm(guidellm, base, prompts_path, users, n, a.tokens, d)
-                    else:
-                        out = os.path.join(d, "records.json")
-                        subprocess.run([httpx_py if kind == "httpx" else sys.executable, HERE, "--truth-client", kind,
-                                        "--url", base, "--bodies", bodies_path, "--users", str(users),
-                                        "--n", str(n), "--out", out], check=True, timeout=600,
-                                       stdin=subprocess.DEVNULL)
-                        with open(out) as f:
-                            recs = json.load(f)
-                except (subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
-                    print(f"  {kind:<10} {users:>3} streams: failed: {e}", flush=True)
-                    continue
-                h1 = _histogram(base)
-                hist_mean = (h1[0] - h0[0]) / (h1[1] - h0[1]) * 1000 if h1[1] > h0[1] else None
-                kept = recs[a.truth_warmup:] if len(recs) > 2 * a.truth_warmup else recs
-                cli = [r[0] * 1000 for r in kept]
-                diff = [(r[0] - r[1]) * 1000 for r in kept if r[1] is not None]
-                srv_ttft = [r[1] * 1000 for r in kept if r[1] is not None]
-                cli_mean = statistics.fmean(cli) if cli else None
-                srv_mean = statistics.fmean(srv_ttft) if srv_ttft else None
-                row = [kind, users, len(recs), pctl(cli, 50), pctl(cli, 95), pctl(srv_ttft, 50), pctl(diff, 50),
-                       pctl(diff, 95), cli_mean, srv_mean, hist_mean,
-                       None if cli_mean is None or hist_mean is None else cli_mean - hist_mean]
-                rows.append(row)
-                print(f"  {kind:<10} {users:>3} streams: {len(recs)} requests in {time.time() - t0:.1f} s, client TTFT "
-                      f"P50 {fmt(row[3])} ms, client - server P50 {fmt(row[6])} ms", flush=True)
+        runs = [(users, n, rep, kind) for users, n in zip(a.truth_streams, a.truth_requests)
+                for rep in range(1, a.truth_reps + 1)
+                for kind in (a.truth_clients if rep % 2 else a.truth_clients[::-1])]  # A B C D, then D C B A
+        for users, n, rep, kind in runs:
+            if kind == "guidellm" and not guidellm:
+                print(f"  {kind:<10} {users:>3} streams: skipped, GuideLLM not found (pass --guidellm)", flush=True)
+                continue
+            d = os.path.join(work, f"{kind.replace(' ', '-')}-{users}-{rep}")
+            os.makedirs(d, exist_ok=True)
+            waited = wait_quiet(a.wait_quiet)
+            if waited > 3.5:
+                print(f"  (waited {waited:.0f} s for the machine to be quiet)", flush=True)
+            busy0, h0, t0 = _busy(), _histogram(base), time.time()
+            try:
+                if kind == "chaos load":
+                    recs = _truth_chaos(base, spec, users, n, d)
+                elif kind == "guidellm":
+                    recs = _truth_guidellm(guidellm, base, prompts_path, users, n, a.tokens, d)
+                else:
+                    out = os.path.join(d, "records.json")
+                    subprocess.run([httpx_py if kind == "httpx" else sys.executable, HERE, "--truth-client", kind,
+                                    "--url", base, "--bodies", bodies_path, "--users", str(users), "--n", str(n),
+                                    "--out", out], check=True, timeout=600, stdin=subprocess.DEVNULL)
+                    with open(out) as f:
+                        recs = json.load(f)
+            except (subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
+                print(f"  {kind:<10} {users:>3} streams: failed: {e}", flush=True)
+                continue
+            h1, busy = _histogram(base), (_busy() - busy0) / max(1e-9, time.time() - t0)
+            hist_mean = (h1[0] - h0[0]) / (h1[1] - h0[1]) * 1000 if h1[1] > h0[1] else None
+            kept = recs[a.truth_warmup:] if len(recs) > 2 * a.truth_warmup else recs
+            pooled.setdefault((kind, users), []).extend(kept)
+            cli = [r[0] * 1000 for r in kept]
+            srv_ttft = [r[1] * 1000 for r in kept if r[1] is not None]
+            diff = [(r[0] - r[1]) * 1000 for r in kept if r[1] is not None]
+            cli_mean = statistics.fmean(cli) if cli else None
+            row = [kind, users, rep, busy, len(recs), pctl(cli, 50), pctl(cli, 95), pctl(srv_ttft, 50),
+                   pctl(diff, 50), pctl(diff, 95), cli_mean, statistics.fmean(srv_ttft) if srv_ttft else None,
+                   hist_mean, None if cli_mean is None or hist_mean is None else cli_mean - hist_mean]
+            rows.append(row)
+            print(f"  {kind:<10} {users:>3} streams rep {rep}: {len(recs)} requests in {time.time() - t0:.1f} s, "
+                  f"client TTFT P50 {fmt(row[5])} ms, client - server P50 {fmt(row[8])} ms, busy {busy:.2f} cores",
+                  flush=True)
     print()
     print("per run (ms; server = chaos_timing first_token - arrival of the same request; histogram = the server's "
-          f"{TTFT_METRIC} mean over the run)")
-    print_table(["client", "streams", "requests", "TTFT P50", "TTFT P95", "server P50", "client-server P50",
-                 "client-server P95", "client mean", "server mean", "histogram mean", "client mean - histogram mean"],
-                rows, "lrrrrrrrrrrr")
-    if not any(r[6] is not None for r in rows):
+          f"{TTFT_METRIC} mean over the run; busy = the whole machine's CPU use, in cores, this benchmark included)")
+    print_table(["client", "streams", "rep", "busy", "requests", "TTFT P50", "TTFT P95", "server P50",
+                 "client-server P50", "client-server P95", "client mean", "server mean", "histogram mean",
+                 "client mean - histogram mean"], rows, "lrrrrrrrrrrrrr")
+    print()
+    print("client TTFT - server TTFT per request, every run of a client pooled (ms)")
+    table = []
+    for (kind, users), recs in pooled.items():
+        diff = [(r[0] - r[1]) * 1000 for r in recs if r[1] is not None]
+        table.append([kind, users, len(diff), pctl(diff, 50), pctl(diff, 95)])
+    print_table(["client", "streams", "requests", "P50", "P95"], table)
+    if not any(r[8] is not None for r in rows):
         print("note: the server sent no chaos_timing, so only the histogram comparison is available")
     print(f"load average at end: {loadavg()}  run folder: {work}")
     return 0
@@ -753,6 +771,8 @@ def main(argv=None) -> int:
     g.add_argument("--truth-requests", type=lambda v: [int(x) for x in v.split(",")], default=[150, 600],
                    help="requests per run for each --truth-streams value (default 150,600)")
     g.add_argument("--truth-input", type=int, default=64, help="input tokens (default 64)")
+    g.add_argument("--truth-reps", type=int, default=1,
+                   help="repeat each client's run, alternating the order (default 1)")
     g.add_argument("--truth-warmup", type=int, default=5, help="first requests of each run left out (default 5)")
     g.add_argument("--truth-clients", type=lambda v: ["chaos load" if x.strip() == "chaos" else x.strip()
                                                       for x in v.split(",")],
