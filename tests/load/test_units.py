@@ -262,3 +262,19 @@ def test_input_tokens_count_the_whole_prompt_and_sizes_below_a_case_are_refused(
             Workload([(WorkloadSpec(case, input_tokens=f"{floor - 1}-{floor + 50}"), 1)])
     est = Workload([(WorkloadSpec("completion", input_tokens=100), 1)], tokenizer="estimate").request(0)
     assert est.input_tokens_source == "estimate"  # other servers' tokenizers are unknown: an estimate, said so
+
+
+def test_no_ignore_eos_flag_and_the_experiment_switch_reach_the_load_config():
+    import argparse
+
+    from chaos.load.cli import build_config, register
+    from chaos.run.loadspec import load_config
+
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(), argparse.HelpFormatter)
+    on = build_config(p.parse_args(["load", "http://127.0.0.1:9", "--output-tokens", "64"]))
+    off = build_config(p.parse_args(["load", "http://127.0.0.1:9", "--output-tokens", "64", "--no-ignore-eos"]))
+    assert on.ignore_eos is True and off.ignore_eos is False
+    cfg = load_config({"workload": "chat", "users": 2, "duration": "5s"}, ["http://127.0.0.1:9"], None, None, "/tmp/x",
+                      ignore_eos=False)
+    assert cfg.ignore_eos is False
