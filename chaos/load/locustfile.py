@@ -14,7 +14,6 @@ import errno
 import json
 import os
 import socket
-import time
 import uuid
 
 import gevent
