@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
 import logging
 import os
 import sys
 
+from ..common import parse_duration
 from .config import DEFAULT_PRESET, PRESETS
+
+FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"
+
+
+def remote_host_error(host: str) -> str | None:
+    """Why host must not be listened on without --allow-remote; None for a loopback address."""
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        pass  # a name other than localhost may resolve anywhere
+    return (f"refusing to listen on {host!r}: it is not a loopback address, so this API (and, with fault hooks, "
+            f"the routes that hang or kill the process) would be reachable from other machines. Listen on "
+            f"127.0.0.1, or pass --allow-remote if that is what you want.")
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def register(sub, formatter) -> None:
@@ -24,13 +50,18 @@ def register(sub, formatter) -> None:
         epilog="examples:\n"
                "  chaos reference serve --port 8000 --replica-id r0\n"
                "  chaos reference serve --port 0 --preset tiny          # a free port, printed when ready\n"
-               "  chaos reference serve --enable-fault-hooks --port 8001\n"
+               "  CHAOS_FAULT_TOKEN=s3cret chaos reference serve --enable-fault-hooks --port 8001\n"
                "  curl -s localhost:8001/admin/faults -H content-type:application/json \\\n"
-               "       -d '{\"step_delay_ms\": 50}'                       # slow every engine step\n"
-               "  curl -s -X DELETE localhost:8001/admin/faults        # revert every hook")
+               "       -H x-chaos-fault-token:s3cret -d '{\"step_delay_ms\": 50}'   # slow every engine step\n"
+               "  curl -s -X DELETE localhost:8001/admin/faults -H x-chaos-fault-token:s3cret  # revert every hook")
     g = serve.add_argument_group("network")
-    g.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless --allow-remote)")
+    g.add_argument("--allow-remote", action="store_true", help="allow a --host that is not a loopback address")
     g.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    g.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="DURATION",
+                   help="a request's headers must arrive within this (slowloris); else 408 and the connection closes")
+    g.add_argument("--body-timeout", type=_seconds, default=30.0, metavar="DURATION",
+                   help="a request's body must arrive within this of its headers; else 408")
     g.add_argument("--replica-id", default="r0", help="name in x-served-by and system_fingerprint")
     g.add_argument("--model-name", default="chaos-reference", help="model id clients must send")
     g = serve.add_argument_group("model")
@@ -64,7 +95,8 @@ def register(sub, formatter) -> None:
     g.add_argument("--drain-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     g = serve.add_argument_group("fault hooks")
     g.add_argument("--enable-fault-hooks", action="store_true",
-                   help="serve /admin/faults: step_delay_ms, hang_s, kv_block_cap, fail_fraction, engine_error, crash")
+                   help="serve /admin/faults: step_delay_ms, hang_s, kv_block_cap, fail_fraction, engine_error, "
+                        f"crash; every call needs the header x-chaos-fault-token with the value of {FAULT_TOKEN_ENV}")
     g.add_argument("--fault-seed", type=int, help="seed of fail_fraction's coin")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=cmd_serve)
@@ -79,7 +111,8 @@ def register(sub, formatter) -> None:
         epilog="example:\n"
                "  chaos reference gateway --port 9000 --upstream r0=http://127.0.0.1:8000 \\\n"
                "      --upstream r1=http://127.0.0.1:8001 --backup b0=http://127.0.0.1:8100 --retries 2")
-    gw.add_argument("--host", default="127.0.0.1")
+    gw.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless --allow-remote)")
+    gw.add_argument("--allow-remote", action="store_true", help="allow a --host that is not a loopback address")
     gw.add_argument("--port", type=int, default=9000, help="0 picks a free one")
     gw.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="a primary replica")
     gw.add_argument("--backup", action="append", default=[], metavar="NAME=URL", help="a backup (fallback) replica")
@@ -119,6 +152,9 @@ def engine_config_from(args):
 
 
 def cmd_serve(args) -> int:
+    if not args.allow_remote and (why := remote_host_error(args.host)):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     # Before torch loads libgomp: spin less while waiting. With the default spin count a replica that shares
     # its cores (other replicas, Locust, a gateway) slows ~30x; 10k spins cost ~5% when it has them alone.
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
@@ -133,7 +169,9 @@ def cmd_serve(args) -> int:
                                   max_waiting=args.max_waiting, overload_status=args.overload_status,
                                   retry_after_s=args.retry_after, default_max_tokens=args.default_max_tokens,
                                   drain_timeout_s=args.drain_timeout, enable_fault_hooks=args.enable_fault_hooks,
-                                  fault_seed=args.fault_seed)
+                                  fault_seed=args.fault_seed,
+                                  fault_token=os.environ.get(FAULT_TOKEN_ENV) if args.enable_fault_hooks else None,
+                                  header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
         if args.device.startswith("cuda") or args.device == "auto":
             from .engine.model_runner import resolve_device
 
@@ -154,6 +192,9 @@ def cmd_gateway(args) -> int:
     def timeout(v):
         return "auto" if v == "auto" else float(v)
 
+    if not args.allow_remote and (why := remote_host_error(args.host)):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         extra = json.loads(args.settings)
         settings = GatewaySettings.from_dict({"retries": args.retries, "max_concurrency": args.max_concurrency,

@@ -10,9 +10,12 @@ import os
 import random
 import signal
 import time
+from typing import TYPE_CHECKING
 
-from .engine.async_engine import AsyncEngine
 from .protocol import APIError
+
+if TYPE_CHECKING:  # openapi.py reads HOOKS in the gateway, which must not import torch
+    from .engine.async_engine import AsyncEngine
 
 HOOKS = {
     "step_delay_ms": "add this many milliseconds to every engine step (slow decode)",
@@ -103,7 +106,11 @@ class ServerFaults:
     def _apply_crash(self, v):
         import asyncio
 
+        if not (v is True or (isinstance(v, dict) and set(v) <= {"exit_code"})):
+            raise APIError(400, 'crash takes true or {"exit_code": N}', param="crash")
         exit_code = v.get("exit_code") if isinstance(v, dict) else None
+        if exit_code is not None:
+            exit_code = self._num("crash.exit_code", exit_code, 0, 255, integer=True)
         def die():
             if exit_code is None:
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from ..common import stop_group
 
 READY = re.compile(r"listening on (http://\S+)")
+FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"
 
 
 class LaunchError(RuntimeError):
@@ -30,6 +32,7 @@ class ServerProcess:
     proc: subprocess.Popen
     base_url: str
     output: list[str] = field(default_factory=list)
+    fault_token: str | None = field(default=None, repr=False)  # send as x-chaos-fault-token on /admin/faults
 
     @property
     def pid(self) -> int:
@@ -54,12 +57,20 @@ class ServerProcess:
 
 def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None,
                  command: str = "serve") -> ServerProcess:
-    """Run `chaos reference serve ARGS` (or gateway; --port 0 unless given); return once it prints its URL."""
+    """Run `chaos reference serve ARGS` (or gateway; --port 0 unless given); return once it prints its URL.
+
+    With --enable-fault-hooks and no CHAOS_FAULT_TOKEN in env (or this environment), a fresh token is made and
+    passed by environment; it is ServerProcess.fault_token either way."""
     if "--port" not in args:
         args = [*args, "--port", "0"]
     cmd = [sys.executable, "-m", "chaos", "reference", command, *args]
+    env = {**os.environ, **(env or {})}
+    token = None
+    if "--enable-fault-hooks" in args:
+        token = env.get(FAULT_TOKEN_ENV) or secrets.token_urlsafe(24)
+        env[FAULT_TOKEN_ENV] = token
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, **(env or {})})
+                            start_new_session=True, env=env)
     lines: list[str] = []
     found: list[str] = []
     ready = threading.Event()
@@ -83,7 +94,7 @@ def start_server(args: list[str], timeout: float = 60.0, env: dict | None = None
     if not found:
         proc.wait(5)
         raise LaunchError(f"server exited with {proc.returncode} before it was ready: {' | '.join(lines[-5:])}")
-    return ServerProcess(proc, found[0], lines)
+    return ServerProcess(proc, found[0], lines, token)
 
 
 def start_gateway(primaries: list[ServerProcess], backups: list[ServerProcess] = (), args: list[str] = (),

@@ -1,7 +1,8 @@
 """Parse and validate OpenAI-style request bodies; errors in OpenAI's shape.
 
 Every bad input becomes an APIError with a 4xx status: wrong types are a 400 (as
-vLLM does), never FastAPI's 422, and nothing a client sends can reach a 500.
+vLLM does), never FastAPI's 422, and nothing a client sends can reach a 500 or the
+engine loop. The ranges below are also what /openapi.json publishes (openapi.py).
 """
 
 from __future__ import annotations
@@ -10,10 +11,17 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from .engine.sequence import SamplingParams
+from .engine.sequence import SEED_MAX, SEED_MIN, SamplingParams
 from .tokenizer import ByteTokenizer
 
-CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+TEMPERATURE = (0.0, 2.0)
+TOP_P = (0.0, 1.0)  # open at 0
+PENALTY = (-2.0, 2.0)  # presence_penalty, frequency_penalty: accepted, ignored
+LOGIT_BIAS = (-100.0, 100.0)
+MAX_STOP = 4
+MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS = 5, 20  # the shapes OpenAI accepts; this server returns none
+MAX_JSON_DEPTH = 64  # OpenAI bodies nest a few levels; deeper is refused before anything walks it
 
 
 class APIError(Exception):
@@ -42,40 +50,80 @@ class GenerationRequest:
     echo_fields: dict = field(default_factory=dict)
 
 
+# -- the body -----------------------------------------------------------------------------------------------
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON (RFC 8259 has no NaN or Infinity); send a finite number")
+
+
 def parse_json_body(raw: bytes, content_type: str) -> dict:
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise APIError(400, f"Content-Type must be application/json, not {content_type or 'missing'!r}",
                        code="invalid_content_type")
     try:
-        body = json.loads(raw)
+        # UTF-8 only (RFC 8259 for JSON on a network); json.loads(bytes) would also guess UTF-16/32.
+        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise APIError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels", code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"The request body is not valid JSON: {e}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise APIError(400, "The request body must be a JSON object", code="invalid_json")
+    # Counting brackets is C-fast and bounds how deep the body can be; only a body with many of them is walked.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _deeper_than(body, MAX_JSON_DEPTH):
+        raise APIError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
     return body
 
+
+def _deeper_than(value, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:  # bounded: each container is visited once
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = v.values() if isinstance(v, dict) else v
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _show(v) -> str:
+    """A short, always-printable view of a client's value for an error message."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, str):
+        return json.dumps(v[:40])
+    return json.dumps(v)[:40]
+
+
+# -- fields -------------------------------------------------------------------------------------------------
 
 def _number(body: dict, name: str, default: float, lo: float, hi: float, lo_open: bool = False) -> float:
     v = body.get(name)
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise invalid(name, f"{name} must be a number, got {json.dumps(v)[:40]}", "invalid_type")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise invalid(name, f"{name} must be a number, got {_show(v)}", "invalid_type")
+    if not math.isfinite(v):  # 1e999 parses as infinity
+        raise invalid(name, f"{name} must be a finite number, got {_show(v)}", "invalid_value")
     if (v <= lo if lo_open else v < lo) or v > hi:
         lo_s = f"greater than {lo}" if lo_open else f"at least {lo}"
         code = "decimal_above_max_value" if v > hi else "decimal_below_min_value"
-        raise invalid(name, f"{name} must be {lo_s} and at most {hi}, got {v}", code)
+        raise invalid(name, f"{name} must be {lo_s} and at most {hi}, got {_show(v)}", code)
     return float(v)
 
 
-def _integer(body: dict, name: str, minimum: int | None = None) -> int | None:
+def _integer(body: dict, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
     v = body.get(name)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise invalid(name, f"{name} must be an integer, got {json.dumps(v)[:40]}", "invalid_type")
+        raise invalid(name, f"{name} must be an integer, got {_show(v)}", "invalid_type")
     if minimum is not None and v < minimum:
-        raise invalid(name, f"{name} must be at least {minimum}, got {v}", "integer_below_min_value")
+        raise invalid(name, f"{name} must be at least {minimum}, got {_show(v)}", "integer_below_min_value")
+    if maximum is not None and v > maximum:
+        raise invalid(name, f"{name} must be at most {maximum}, got {_show(v)}", "integer_above_max_value")
     return v
 
 
@@ -88,16 +136,79 @@ def _bool(obj: dict, name: str, param: str | None = None) -> bool:
     return v
 
 
-def _stop(body: dict) -> tuple[str, ...]:
+def _text(v: str, param: str) -> bytes:
+    """The UTF-8 bytes of a client's string; a lone surrogate ("\\ud800" is valid JSON) has none."""
+    try:
+        return v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise invalid(param, f"{param} contains a lone UTF-16 surrogate at index {e.start}, which is not a "
+                             f"character: it cannot be encoded as UTF-8", "invalid_unicode") from None
+
+
+def _stop(body: dict, max_chars: int) -> tuple[str, ...]:
     v = body.get("stop")
     if v is None:
         return ()
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(s, str) and s for s in v) or len(v) > 4:
-        raise invalid("stop", "stop must be a non-empty string or a list of at most 4 non-empty strings",
+    items = [(v, "stop")] if isinstance(v, str) else None
+    if isinstance(v, list) and len(v) <= MAX_STOP:
+        items = [(s, f"stop[{i}]") for i, s in enumerate(v)]
+    if items is None or not all(isinstance(s, str) and s for s, _ in items):
+        raise invalid("stop", f"stop must be a non-empty string or a list of at most {MAX_STOP} non-empty strings",
                       "invalid_type")
-    return tuple(v)
+    for s, param in items:
+        _text(s, param)
+        if len(s) > max_chars:  # it could never appear in an output, and it would be searched for every token
+            raise invalid(param, f"{param} is {len(s)} characters; at most {max_chars} (the context length)",
+                          "string_above_max_length")
+    return tuple(s for s, _ in items)
+
+
+def _unsupported(body: dict, kind: str, vocab_size: int) -> None:
+    """Fields this server validates but does not implement: refused clearly unless they ask for nothing."""
+    for name in ("n", "best_of"):
+        v = _integer(body, name, 1)
+        if v not in (None, 1):
+            raise invalid(name, f"only {name}=1 is supported", "unsupported_value")
+    if kind == "chat":
+        if _bool(body, "logprobs"):
+            raise invalid("logprobs", "logprobs are not implemented by this server; omit it or send false",
+                          "unsupported_value")
+        if _integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS):
+            raise invalid("top_logprobs", "top_logprobs are not implemented by this server", "unsupported_value")
+    else:
+        if _integer(body, "logprobs", 0, MAX_COMPLETION_LOGPROBS):
+            raise invalid("logprobs", "logprobs are not implemented by this server; omit it or send 0",
+                          "unsupported_value")
+        if _bool(body, "echo"):
+            raise invalid("echo", "echo is not implemented by this server", "unsupported_value")
+        suffix = body.get("suffix")
+        if suffix is not None and (not isinstance(suffix, str) or suffix):
+            raise invalid("suffix", "suffix is not implemented by this server", "unsupported_value")
+    bias = body.get("logit_bias")
+    if bias is None:
+        return
+    if not isinstance(bias, dict):
+        raise invalid("logit_bias", "logit_bias must be an object of token id -> bias", "invalid_type")
+    for key, value in bias.items():
+        param = f"logit_bias.{key[:20]}"
+        if not (key.isascii() and key.isdigit() and len(key) < 10 and int(key) < vocab_size):
+            raise invalid("logit_bias", f"logit_bias keys must be token ids in [0, {vocab_size}), got "
+                                        f"{_show(key)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise invalid(param, f"{param} must be a number, got {_show(value)}", "invalid_type")
+        if not (math.isfinite(value) and LOGIT_BIAS[0] <= value <= LOGIT_BIAS[1]):
+            raise invalid(param, f"{param} must be in [{LOGIT_BIAS[0]:g}, {LOGIT_BIAS[1]:g}], got {_show(value)}",
+                          "decimal_above_max_value" if value > 0 else "decimal_below_min_value")
+    if bias:
+        raise invalid("logit_bias", "logit_bias is not implemented by this server; omit it or send {}",
+                      "unsupported_value")
+
+
+# -- the prompt ---------------------------------------------------------------------------------------------
+
+def _too_long(param: str, n: int, max_model_len: int) -> APIError:
+    return invalid(param, f"This model's maximum context length is {max_model_len} tokens. However, your request "
+                          f"has {n} input tokens. Please reduce the length of the input.", "context_length_exceeded")
 
 
 def _message_text(m, i: int) -> tuple[str, str]:
@@ -106,7 +217,7 @@ def _message_text(m, i: int) -> tuple[str, str]:
     role = m.get("role")
     if role not in CHAT_ROLES:
         raise invalid(f"messages[{i}].role", f"messages[{i}].role must be one of {sorted(CHAT_ROLES)}, "
-                                             f"got {json.dumps(role)[:40]}")
+                                             f"got {_show(role)}")
     content = m.get("content")
     if content is None and role == "assistant":
         content = ""
@@ -115,14 +226,19 @@ def _message_text(m, i: int) -> tuple[str, str]:
         for j, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise invalid(f"messages[{i}].content[{j}]", "only text content parts are supported")
+            _text(part["text"], f"messages[{i}].content[{j}].text")
             parts.append(part["text"])
         content = "".join(parts)
-    if not isinstance(content, str):
+    elif isinstance(content, str):
+        _text(content, f"messages[{i}].content")
+    else:
         raise invalid(f"messages[{i}].content", f"messages[{i}].content must be a string", "invalid_type")
     return role, content
 
 
-def _prompt_ids(body: dict, kind: str, tok: ByteTokenizer) -> tuple[list[int], str]:
+def _prompt_ids(body: dict, kind: str, tok: ByteTokenizer, max_model_len: int) -> tuple[list[int], str]:
+    """Token ids of the prompt. A prompt over the context is refused from its length, before a list of its
+    ids is built (a 20 MB prompt would be 20 million ints)."""
     if kind == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list):
@@ -130,18 +246,26 @@ def _prompt_ids(body: dict, kind: str, tok: ByteTokenizer) -> tuple[list[int], s
                           "invalid_type" if messages is not None else "missing_required_parameter")
         if not messages:
             raise invalid("messages", "messages must not be empty", "empty_array")
-        parsed = [_message_text(m, i) for i, m in enumerate(messages)]
-        if not any(content for _, content in parsed):
+        parsed = [{"role": r, "content": c} for r, c in (_message_text(m, i) for i, m in enumerate(messages))]
+        if not any(m["content"] for m in parsed):
             raise invalid("messages", "every message is empty: there is nothing to respond to", "empty_input")
-        return tok.apply_chat_template([{"role": r, "content": c} for r, c in parsed]), "messages"
+        n = tok.count_chat(parsed)
+        if n >= max_model_len:
+            raise _too_long("messages", n, max_model_len)
+        return tok.apply_chat_template(parsed), "messages"
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if isinstance(prompt, str):
         if not prompt:
             raise invalid("prompt", "prompt must not be empty", "empty_input")
+        n = len(_text(prompt, "prompt")) + 1  # bytes and BOS
+        if n >= max_model_len:
+            raise _too_long("prompt", n, max_model_len)
         return tok.encode(prompt), "prompt"
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    if isinstance(prompt, list) and len(prompt) >= max_model_len and type(prompt[0]) is int:  # before walking them
+        raise _too_long("prompt", len(prompt), max_model_len)
+    if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
         if not all(0 <= t < tok.vocab_size for t in prompt):
             raise invalid("prompt", f"token ids must be in [0, {tok.vocab_size})")
         return list(prompt), "prompt"
@@ -160,33 +284,29 @@ def parse_generation(body: dict, kind: str, model_name: str, max_model_len: int,
         raise invalid("model", "model is required and must be a string",
                       "missing_required_parameter" if model is None else "invalid_type")
     if model != model_name:
-        raise APIError(404, f"The model `{model}` does not exist. This server serves `{model_name}`.",
+        raise APIError(404, f"The model {_show(model)} does not exist. This server serves `{model_name}`.",
                        param="model", code="model_not_found")
     stream = _bool(body, "stream")
     opts = body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise invalid("stream_options", "stream_options must be an object", "invalid_type")
     include_usage = _bool(opts or {}, "include_usage", "stream_options.include_usage")
-    n = _integer(body, "n", 1)
-    if n not in (None, 1):
-        raise invalid("n", "only n=1 is supported", "unsupported_value")
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
+    _unsupported(body, kind, tok.vocab_size)
+    temperature = _number(body, "temperature", 1.0, *TEMPERATURE)
+    top_p = _number(body, "top_p", 1.0, *TOP_P, lo_open=True)
+    top_k = max(0, _integer(body, "top_k", -1) or 0)  # vLLM's -1 (and 0) mean every token
     for name in ("presence_penalty", "frequency_penalty"):
-        _number(body, name, 0.0, -2.0, 2.0)  # accepted and ignored, as a small server may
-    seed = _integer(body, "seed")
+        _number(body, name, 0.0, *PENALTY)  # accepted and ignored, as a small server may
+    seed = _integer(body, "seed", SEED_MIN, SEED_MAX)
     max_param = "max_tokens"
     max_tokens = _integer(body, "max_tokens", 1)
     if kind == "chat" and body.get("max_completion_tokens") is not None:
         max_param, max_tokens = "max_completion_tokens", _integer(body, "max_completion_tokens", 1)
-    stop = _stop(body)
-    prompt_ids, prompt_param = _prompt_ids(body, kind, tok)
+    stop = _stop(body, max_model_len)
+    ignore_eos = _bool(body, "ignore_eos")
+    prompt_ids, prompt_param = _prompt_ids(body, kind, tok, max_model_len)
 
     n_prompt = len(prompt_ids)
-    if n_prompt >= max_model_len:
-        raise invalid(prompt_param, f"This model's maximum context length is {max_model_len} tokens. However, "
-                      f"your request has {n_prompt} input tokens. Please reduce the length of the input.",
-                      "context_length_exceeded")
     if max_tokens is None:
         max_tokens = min(16 if kind == "completion" else default_max_tokens, max_model_len - n_prompt)
     elif n_prompt + max_tokens > max_model_len:
@@ -194,6 +314,33 @@ def parse_generation(body: dict, kind: str, model_name: str, max_model_len: int,
                       f"requested {n_prompt + max_tokens} tokens ({n_prompt} in the {prompt_param}, {max_tokens} "
                       f"in the completion). Please reduce the length of the {prompt_param} or completion.",
                       "context_length_exceeded")
-    params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, stop=stop,
-                            ignore_eos=_bool(body, "ignore_eos"))
+    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed,
+                            stop=stop, ignore_eos=ignore_eos)
     return GenerationRequest(kind, model, prompt_ids, params, stream, include_usage)
+
+
+# -- parsing in the body worker (serving.BodyWorker) ------------------------------------------------------------
+
+def parse_for_worker(raw: bytes, meta: dict) -> dict:
+    """parse_generation in the body worker's process; a JSON-able reply (the prompt ids fit the context)."""
+    try:
+        req = parse_generation(parse_json_body(raw, meta["content_type"]), meta["kind"], meta["model_name"],
+                               meta["max_model_len"], meta["default_max_tokens"], ByteTokenizer())
+    except APIError as e:
+        return {"error": [e.status, e.message, e.type, e.param, e.code]}
+    p = req.params
+    return {"request": {"kind": req.kind, "model": req.model, "prompt_ids": req.prompt_ids, "stream": req.stream,
+                        "include_usage": req.include_usage,
+                        "params": {"temperature": p.temperature, "top_p": p.top_p, "top_k": p.top_k,
+                                   "max_tokens": p.max_tokens, "seed": p.seed, "stop": list(p.stop),
+                                   "ignore_eos": p.ignore_eos}}}
+
+
+def from_worker(reply: dict) -> GenerationRequest:
+    """The request parse_for_worker described, or its APIError raised."""
+    if "error" in reply:
+        status, message, type_, param, code = reply["error"]
+        raise APIError(status, message, type_, param, code)
+    r = reply["request"]
+    params = SamplingParams(**{**r["params"], "stop": tuple(r["params"]["stop"])})
+    return GenerationRequest(r["kind"], r["model"], r["prompt_ids"], params, r["stream"], r["include_usage"])

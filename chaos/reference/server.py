@@ -36,8 +36,10 @@ async def serve(settings: ServerSettings, config: EngineConfig, host: str, port:
     engine.start()
     api = ReferenceAPI(settings, engine)
     try:
-        runner, bound_port = await listen(api.build_app(), host, port)
+        runner, bound_port = await listen(api.build_app(), host, port, header_timeout=settings.header_timeout_s,
+                                          body_timeout=settings.body_timeout_s)
     except ListenError as e:
+        api.close()
         engine.shutdown()
         raise ServeError(str(e)) from None
     m, mr = config.model, engine.engine.model_runner
@@ -50,6 +52,7 @@ async def serve(settings: ServerSettings, config: EngineConfig, host: str, port:
 
     unfinished = await drain_on_signal(api, settings.drain_timeout_s)
     await runner.cleanup()
+    api.close()
     engine.shutdown()
     if unfinished:
         log.warning("drain ended with %d requests still in flight", unfinished)

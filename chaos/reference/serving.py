@@ -1,9 +1,23 @@
-"""What a replica and the gateway share as processes: listening with a clear error, draining on signals."""
+"""What a replica and the gateway share as processes: listening with a clear error and read deadlines, draining on
+signals.
+
+aiohttp has no header-read timeout, and a fresh connection that never completes its headers is never closed (its
+keep-alive timer only starts after a first request). So each connection's protocol is wrapped in a _Guard that
+holds two deadlines: the headers of a request must arrive within header_timeout of its first byte (or of the
+connection opening), and its body within body_timeout of its handler starting. Past either, the client gets a 408
+in OpenAI's error shape and the connection is closed; its handler, if any, is cancelled.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import os
 import signal
+import socket
+import struct
+import sys
 
 from aiohttp import web
 
@@ -12,18 +26,253 @@ class ListenError(RuntimeError):
     pass
 
 
-async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+def _timeout_response(what: str, seconds: float, flag: str) -> bytes:
+    body = json.dumps({"error": {"message": f"The request {what} did not arrive within {seconds:g} s ({flag}); the "
+                                            f"connection is closed.", "type": "invalid_request_error",
+                                 "param": None, "code": "request_timeout"}}).encode()
+    return (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+class _Guard(asyncio.Protocol):
+    """Passes every transport event to aiohttp's RequestHandler, and holds the connection's read deadline."""
+
+    __slots__ = ("handler", "limits", "guards", "transport", "timer", "state", "request", "responded")
+
+    IDLE, HEADERS, BODY, ACTIVE, LINGER = range(5)
+
+    def __init__(self, handler, limits: tuple[float, float], guards: dict):
+        self.handler, self.limits, self.guards = handler, limits, guards
+        self.transport = self.timer = self.request = None
+        self.state, self.responded = self.HEADERS, False
+
+    # -- transport events ------------------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.guards[transport] = self
+        self._arm(self.limits[0], "headers")
+        self.handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == self.LINGER and self.request.content.is_eof():
+            self.state, self.request = self.IDLE, None  # the unread body is over: this is a new request
+        if self.state == self.IDLE:  # the first byte of the next request on a kept-alive connection
+            self.state = self.HEADERS
+            self._arm(self.limits[0], "headers")
+        self.handler.data_received(data)
+
+    def eof_received(self):
+        return self.handler.eof_received()
+
+    def connection_lost(self, exc) -> None:
+        self._disarm()
+        self.guards.pop(self.transport, None)
+        self.request = None
+        self.handler.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+    # -- what the middleware tells it ------------------------------------------------------------------
+    def request_started(self, request: web.BaseRequest) -> None:
+        self.request, self.responded = request, False
+        if request.content.is_eof():
+            self.state = self.ACTIVE
+            self._disarm()
+        else:
+            self.state = self.BODY
+            self._arm(self.limits[1], "body")
+
+    def body_done(self) -> None:
+        if self.state == self.BODY:
+            self.state = self.ACTIVE
+            self._disarm()
+
+    def request_finished(self) -> None:
+        self._disarm()
+        # A body left unread (a 413 answered from Content-Length) is drained by aiohttp's lingering close,
+        # bounded by its own timer; a header deadline must not answer those bytes with a 408.
+        if self.request is not None and not self.request.content.is_eof():
+            self.state = self.LINGER
+        else:
+            self.state, self.request = self.IDLE, None
+
+    # -- the deadline ------------------------------------------------------------------------------------
+    def _arm(self, seconds: float, what: str) -> None:
+        self._disarm()
+        self.timer = asyncio.get_running_loop().call_later(seconds, self._expired, what, seconds)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _expired(self, what: str, seconds: float) -> None:
+        self.timer = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        if what == "body" and self.request is not None and self.request.content.is_eof():
+            self.body_done()  # it did all arrive; the handler just had not read it yet
+            return
+        if not self.responded:  # a 408 only where no response has begun on this connection
+            self.transport.write(_timeout_response(what, seconds, f"--{what.rstrip('s')}-timeout"))
+        self.transport.close()
+
+
+def _guard_middleware(guards: dict):
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        g = guards.get(request.transport)
+        if g is None:
+            return await handler(request)
+        g.request_started(request)
+        try:
+            return await handler(request)
+        finally:
+            g.request_finished()
+
+    return guard
+
+
+def _on_prepare(guards: dict):
+    async def prepared(request: web.Request, response: web.StreamResponse) -> None:
+        g = guards.get(request.transport)
+        if g is not None:
+            g.responded = True
+            g.body_done()  # a handler that answers has stopped waiting for its body
+
+    return prepared
+
+
+class _GuardedSite(web.BaseSite):
+    """A TCP site whose connections are _Guard-wrapped (aiohttp's low-level Server is the protocol factory)."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, limits: tuple[float, float], guards: dict):
+        super().__init__(runner)
+        self._host, self._port, self._limits, self._guards = host, port, limits, guards
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+
+        def factory():
+            return _Guard(server(), self._limits, self._guards)
+
+        self._server = await asyncio.get_running_loop().create_server(
+            factory, self._host, self._port, family=socket.AF_UNSPEC, reuse_address=True, backlog=1024)
+
+
+async def listen(app: web.Application, host: str, port: int, *, header_timeout: float = 10.0,
+                 body_timeout: float = 30.0, keepalive_timeout: float = 75.0) -> tuple[web.AppRunner, int]:
     """Serve app on host:port (0 picks a free port); (runner, bound port). A client that leaves cancels its
-    handler, which is how an abandoned request is aborted upstream and in the engine."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+    handler, which is how an abandoned request is aborted upstream and in the engine.
+
+    header_timeout: a request's headers must arrive within it (from its first byte, or from the connection
+    opening); body_timeout: its body within it from its handler starting; keepalive_timeout: an idle kept-alive
+    connection is closed after it. Past the first two the client gets a 408 and the connection is closed."""
+    for name, v in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
+                    ("keepalive_timeout", keepalive_timeout)):
+        if not 0 < v <= 3600:
+            raise ValueError(f"{name} must be in (0, 3600] seconds, got {v}")
+    guards: dict = {}
+    app.middlewares.insert(0, _guard_middleware(guards))  # outermost: it sees every request first
+    app.on_response_prepare.append(_on_prepare(guards))
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0,
+                           keepalive_timeout=keepalive_timeout)
     await runner.setup()
+    site = _GuardedSite(runner, host, port, (header_timeout, body_timeout), guards)
     try:
-        await web.TCPSite(runner, host, port).start()
+        await site.start()
     except OSError as e:
         await runner.cleanup()
         raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}. Is another server using the port? "
                           f"Choose another with --port (0 picks a free one).") from None
     return runner, runner.addresses[0][1]
+
+
+class WorkerError(RuntimeError):
+    """The body worker died or overran its time on one call; the next call starts a fresh one."""
+
+
+class BodyWorker:
+    """Runs target(body, meta) -> a JSON-able result in a child process, one call at a time.
+
+    Why a process and not a thread: json.loads holds the GIL for its whole call, ~1 s for a 20 MB array of
+    numbers, so a worker thread would still stall the event loop (and /health) that long; and a hostile body's
+    millions of objects then never exist in the serving process, whose memory stays flat. Only the result comes
+    back. target is "module:function", importable without torch; the child exits when its stdin closes (so also
+    when this process dies)."""
+
+    def __init__(self, target: str, timeout: float = 30.0):
+        self.target, self.timeout = target, timeout
+        self._proc: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    async def call(self, body: bytes, meta: dict):
+        # Shielded: a handler cancelled mid-call (its client left) must not leave a reply unread in the pipe.
+        task = asyncio.ensure_future(self._exchange(body, meta))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when nobody awaits it
+        return await asyncio.shield(task)
+
+    async def _exchange(self, body: bytes, meta: dict):
+        async with self._lock:
+            proc = await self._running()
+            head = json.dumps(meta).encode()
+            try:
+                proc.stdin.write(struct.pack("!II", len(head), len(body)) + head)
+                proc.stdin.write(body)
+                await proc.stdin.drain()
+                async with asyncio.timeout(self.timeout):
+                    (n,) = struct.unpack("!I", await proc.stdout.readexactly(4))
+                    reply = await proc.stdout.readexactly(n)
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
+                self.close()
+                raise WorkerError(f"the body worker failed on this request ({type(e).__name__}; it exited with "
+                                  f"{proc.returncode})") from None
+            out = json.loads(reply)
+            if "crash" in out:
+                raise WorkerError(f"the body worker raised on this request: {out['crash']}")
+            return out["result"]
+
+    async def _running(self) -> asyncio.subprocess.Process:
+        if self._proc is None or self._proc.returncode is not None:
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", f"from chaos.reference.serving import worker_main; worker_main({self.target!r})",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env)
+        return self._proc
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+        self._proc = None
+
+
+def worker_main(target: str) -> None:
+    """The child side of BodyWorker: frames of (meta, body) in on stdin, (result) out on stdout."""
+    module, _, name = target.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while len(head := inp.read(8)) == 8:
+        n_meta, n_body = struct.unpack("!II", head)
+        meta = json.loads(inp.read(n_meta))
+        body = inp.read(n_body)
+        try:
+            reply = {"result": fn(body, meta)}
+        except Exception as e:  # reported for this call; the worker serves on
+            reply = {"crash": repr(e)[:500]}
+        del body
+        data = json.dumps(reply).encode()
+        out.write(struct.pack("!I", len(data)) + data)
+        out.flush()
 
 
 async def drain_on_signal(service, drain_timeout: float) -> int:
@@ -47,6 +296,6 @@ async def drain_on_signal(service, drain_timeout: float) -> int:
     while service.in_flight and len(seen) < 2 and loop.time() < deadline:
         try:
             await asyncio.wait_for(service.idle.wait(), 0.1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     return service.in_flight

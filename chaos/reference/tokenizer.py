@@ -27,6 +27,16 @@ class ByteTokenizer:
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
+    def count(self, text: str, add_bos: bool = True) -> int:
+        """len(encode(text)) without building the list (a 20 MB prompt would be 20 million ints)."""
+        return len(text.encode("utf-8")) + add_bos
+
+    def count_chat(self, messages: list[dict]) -> int:
+        """len(apply_chat_template(messages)), likewise."""
+        per_message = 4  # <|im_start|>, "\n" after the role, <|im_end|>, "\n"
+        return (1 + sum(len(m["role"].encode("utf-8")) + len(m["content"].encode("utf-8")) + per_message
+                        for m in messages) + 1 + len(b"assistant\n"))
+
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
         """ChatML: <|im_start|>role\\ncontent<|im_end|>\\n ... then an open assistant turn."""
         ids = [BOS]

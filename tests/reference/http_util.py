@@ -2,7 +2,17 @@
 
 import http.client
 import json
+import os
 from urllib.parse import urlparse
+
+FAULT_HEADER = "x-chaos-fault-token"
+
+
+def fault_headers(token: str | None = None) -> dict:
+    """The header the fault routes need: this token, or the session's CHAOS_FAULT_TOKEN (conftest.py sets it, so
+    every server start_server launches with --enable-fault-hooks takes it)."""
+    token = token or os.environ.get("CHAOS_FAULT_TOKEN")
+    return {FAULT_HEADER: token} if token else {}
 
 
 def conn(base_url, timeout=30):
@@ -12,7 +22,8 @@ def conn(base_url, timeout=30):
 
 def request(base_url, method, path, body=None, headers=None, raw=None, timeout=30):
     c = conn(base_url, timeout)
-    h = {"Content-Type": "application/json", **(headers or {})}
+    h = {"Content-Type": "application/json", **(fault_headers() if path.startswith("/admin/") else {}),
+         **(headers or {})}
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     c.request(method, path, body=data, headers=h)
     r = c.getresponse()

@@ -124,8 +124,9 @@ class AsyncEngine:
                 _, rid, prompt_ids, params = item
                 try:
                     self.engine.add_request(rid, prompt_ids, params)
-                except ValueError as e:
-                    self._deliver([RequestOutput(rid, finish_reason="error", error=str(e))])
+                except Exception as e:  # one request's input: it fails alone, the engine serves on
+                    status = 400 if isinstance(e, ValueError) else 500
+                    self._deliver([RequestOutput(rid, finish_reason="error", error=str(e), error_status=status)])
             elif kind == "abort":
                 self.engine.abort_request(item[1])
             elif kind == "call":

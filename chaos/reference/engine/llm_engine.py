@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -12,6 +13,8 @@ from .model_runner import ModelRunner
 from .output import TextStream
 from .scheduler import Scheduler
 from .sequence import SamplingParams, Sequence, SequenceStatus
+
+log = logging.getLogger("chaos.reference")
 
 
 @dataclass(slots=True)
@@ -27,6 +30,9 @@ class RequestOutput:
     num_cached_tokens: int = 0
     queue_time: float | None = None  # arrival to first scheduled, on the first output
     error: str | None = None
+    # With finish_reason "error": 400 the request's own input is to blame, 500 it failed inside the engine
+    # (that request alone), 503 the server cannot hold it now (KV cache).
+    error_status: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -48,14 +54,20 @@ class LLMEngine:
 
     # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
+        """Queue a request. ValueError: its input is unusable (nothing was registered)."""
         if request_id in self.seqs:
             raise ValueError(f"duplicate request id {request_id!r}")
         if len(prompt_ids) >= self.config.max_model_len:
             raise ValueError(f"prompt of {len(prompt_ids)} tokens does not fit max_model_len "
                              f"{self.config.max_model_len}")
+        vocab = self.config.model.vocab_size
+        if prompt_ids and not (0 <= min(prompt_ids) and max(prompt_ids) < vocab):  # else the embedding raises
+            raise ValueError(f"prompt token ids must be in [0, {vocab})")  # mid-step, for the whole batch
+        # Everything that can fail is built before anything is registered, so a failure leaves no trace.
         seq = Sequence(request_id, prompt_ids, params)
+        text = TextStream(params.stop)
         self.seqs[request_id] = seq
-        self.texts[request_id] = TextStream(params.stop)
+        self.texts[request_id] = text
         self.scheduler.add(seq)
 
     def abort_request(self, request_id: str) -> RequestOutput | None:
@@ -82,7 +94,7 @@ class LLMEngine:
         scheduled, infeasible = self.scheduler.schedule()
         outputs = [self._finish(seq, "error", error=(
             "the KV cache cannot hold this request "
-            f"({self.block_manager.capacity} blocks of {self.config.block_size} tokens usable)"))
+            f"({self.block_manager.capacity} blocks of {self.config.block_size} tokens usable)"), status=503)
             for seq in infeasible]
         if not scheduled:
             return outputs
@@ -96,9 +108,27 @@ class LLMEngine:
             seq.num_computed_tokens += seq.scheduled_tokens
             self.block_manager.commit_full_blocks(seq)
             token = sampled.get(seq.request_id)
-            if token is not None:
+            if token is None:
+                continue
+            if isinstance(token, Exception):
+                outputs.append(self._fail(seq, f"sampling failed for this request: {token!r}"))
+                continue
+            try:
                 outputs.append(self._append_token(seq, token))
+            except Exception as e:  # detokenizing or stop strings: this request's problem, not the batch's
+                log.warning("request %s failed after its token: %r", seq.request_id, e)
+                outputs.append(self._fail(seq, f"decoding this request's output failed: {e!r}"))
         return outputs
+
+    def _fail(self, seq: Sequence, message: str) -> RequestOutput:
+        """End one sequence with a 500 of its own and free its blocks; touches no shared text state."""
+        if seq.status is not SequenceStatus.FINISHED:
+            self.scheduler.remove(seq)
+        seq.status, seq.finish_reason = SequenceStatus.FINISHED, "error"
+        self.seqs.pop(seq.request_id, None)
+        self.texts.pop(seq.request_id, None)
+        return RequestOutput(seq.request_id, finish_reason="error", num_prompt_tokens=seq.num_prompt_tokens,
+                             num_output_tokens=seq.num_output_tokens, error=message, error_status=500)
 
     def _append_token(self, seq: Sequence, token: int) -> RequestOutput:
         first = seq.first_token_time is None
@@ -126,7 +156,7 @@ class LLMEngine:
                              num_cached_tokens=seq.num_cached_tokens, queue_time=queue_time)
 
     def _finish(self, seq: Sequence, reason: str, last_token: int | None = None,
-                error: str | None = None) -> RequestOutput:
+                error: str | None = None, status: int | None = None) -> RequestOutput:
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
         del self.seqs[seq.request_id]
@@ -135,7 +165,8 @@ class LLMEngine:
             text.finish()
         return RequestOutput(seq.request_id, text.take(final=True),
                              () if last_token is None else (last_token,), reason,
-                             seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, error=error)
+                             seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, error=error,
+                             error_status=status)
 
     # -- offline use (tests, benchmarks) ----------------------------------------------------
     def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams],
@@ -157,7 +188,7 @@ class LLMEngine:
                     continue
                 r.text += out.text
                 r.token_ids += out.token_ids
-                r.finish_reason, r.error = out.finish_reason, out.error
+                r.finish_reason, r.error, r.error_status = out.finish_reason, out.error, out.error_status
                 r.num_prompt_tokens, r.num_output_tokens = out.num_prompt_tokens, out.num_output_tokens
                 r.num_cached_tokens = out.num_cached_tokens
         return list(results.values())

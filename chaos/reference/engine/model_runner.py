@@ -182,8 +182,9 @@ class ModelRunner:
         return host.pin_memory().to(self.device, non_blocking=True)
 
     @torch.inference_mode()
-    def run(self, seqs: list[Sequence]) -> dict[str, int]:
-        """Compute the scheduled tokens; return the next token of each sequence that reached its end."""
+    def run(self, seqs: list[Sequence]) -> dict[str, int | Exception]:
+        """Compute the scheduled tokens; return the next token of each sequence that reached its end, or the
+        exception that sampling its row alone raised (that request fails; the others go on)."""
         input_ids, positions, meta, sampling = self.prepare(seqs)
         if self.graphs is not None and self.graphs.can_run(meta, len(seqs)):
             hidden = self.graphs.run(input_ids, positions, meta)
@@ -191,8 +192,25 @@ class ModelRunner:
             hidden = self.model(input_ids, positions, self.kv_caches, meta)
         if not sampling:
             return {}
-        ids = self.sampler(self.model.compute_logits(hidden), sampling)
+        logits = self.model.compute_logits(hidden)
+        try:
+            ids = self.sampler(logits, sampling)
+        except Exception as batch_error:
+            ids = self._sample_alone(logits, sampling)
+            if len(ids) > 1 and all(isinstance(t, Exception) for t in ids):
+                raise batch_error  # every row fails alone too: the sampler itself is broken, not one request
         return {s.request_id: t for s, t in zip(sampling, ids)}
+
+    def _sample_alone(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int | Exception]:
+        """Each row on its own, so that one request's settings cannot fail the batch it shares."""
+        ids: list[int | Exception] = []
+        for i, seq in enumerate(seqs):
+            try:
+                ids.append(self.sampler(logits[i:i + 1], [seq])[0])
+            except Exception as e:
+                log.warning("sampling failed for request %s alone: %r", seq.request_id, e)
+                ids.append(e)
+        return ids
 
 
 class _Cursor:

@@ -38,13 +38,19 @@ class Sampler:
         return ids.tolist()
 
     def _sample(self, logits: torch.Tensor, seqs: list[Sequence], generator: torch.Generator) -> torch.Tensor:
-        """One id per row of logits [R, V], each row with its sequence's temperature and top_p."""
+        """One id per row of logits [R, V], each row with its sequence's temperature, top_p and top_k."""
         probs = torch.softmax(logits / self._per_row([s.params.temperature for s in seqs], logits), dim=-1)
         top_p = [s.params.top_p for s in seqs]
-        if min(top_p) < 1.0:
+        vocab = probs.shape[-1]
+        top_k = [s.params.top_k if 0 < s.params.top_k < vocab else vocab for s in seqs]
+        if min(top_p) < 1.0 or min(top_k) < vocab:
             sorted_probs, order = probs.sort(dim=-1, descending=True)
-            # Keep the smallest head of each row whose mass reaches top_p; the top token always stays.
+            # Keep the smallest head of each row whose mass reaches top_p, and at most top_k of it; the top
+            # token always stays.
             keep = sorted_probs.cumsum(-1) - sorted_probs < self._per_row(top_p, logits)
+            if min(top_k) < vocab:
+                rank = torch.arange(vocab, device=probs.device)
+                keep &= rank < self._per_row(top_k, rank.unsqueeze(0))
             probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs * keep)
         # argmax(p / E) with E ~ Exp(1) draws i with probability p_i (as multinomial would), without the
         # validity checks that make multinomial wait for the device on some versions.

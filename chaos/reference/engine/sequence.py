@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 import enum
+import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # only for annotations: the protocol layer imports this module and must not need torch
+    import torch
+
+# The seeds torch.Generator.manual_seed takes; anything else would raise inside the engine thread.
+SEED_MIN, SEED_MAX = -2**63, 2**64 - 1
 
 
 @dataclass(slots=True)
 class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0  # 0: every token; k keeps the k most likely
     max_tokens: int = 16
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
 
     def __post_init__(self):
-        if not 0.0 <= self.temperature <= 2.0:
+        # The HTTP layer validates with field names and codes; this is the engine's own guard, so that
+        # nothing a caller builds can make a step raise (NaN fails every comparison, hence the isfinite).
+        if not (math.isfinite(self.temperature) and 0.0 <= self.temperature <= 2.0):
             raise ValueError("temperature must be in [0, 2]")
-        if not 0.0 < self.top_p <= 1.0:
+        if not (math.isfinite(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise ValueError("top_p must be in (0, 1]")
-        if self.max_tokens < 1:
-            raise ValueError("max_tokens must be >= 1")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError("top_k must be an integer >= 0")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError("max_tokens must be an integer >= 1")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not SEED_MIN <= self.seed <= SEED_MAX):
+            raise ValueError(f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}]")
 
     @property
     def greedy(self) -> bool:
