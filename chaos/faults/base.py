@@ -18,12 +18,15 @@ class FaultContext:
 class Fault:
     type = "base"
     summary = ""  # one line for `chaos list faults`
+    slow_revert = False  # True: revert may take seconds (a restart); the runner does it in the background
 
     def __init__(self, spec, target):
         self.spec = spec
         self.target = target
         self.applied = False
         self.reverted = False
+        self.reverting = False  # a slow revert is under way in the runner's background
+        self.revert_error: str | None = None  # why a slow revert (a restart) failed
         self.revert_at: float | None = None  # seconds after load start; None: at teardown
         self.victims: list = []  # the instances plan() picked
 
@@ -32,6 +35,10 @@ class Fault:
         so `chaos recover` can undo it from the journal alone. By default: the instances it names."""
         self.victims = self._pick(ctx)
         return {"instances": [i.journal() for i in self.victims]}
+
+    def touches(self, inst) -> bool:
+        """Did this fault act on inst (for checks that judge each instance after its own fault)?"""
+        return any(v is inst for v in self.victims)
 
     def victim_ids(self) -> str:
         return ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"

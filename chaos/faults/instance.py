@@ -26,13 +26,15 @@ class KillInstance(Fault):
         for inst in self.victims:
             self.target.kill_instance(inst, self.sig)  # a process group, or a container on a docker target
 
+    slow_revert = True  # a restart waits for health: the runner runs it beside the schedule, not in its way
+
     def revert(self, ctx: FaultContext) -> None:
         already, self.reverted = self.reverted, True
         if already or not self.applied:
             return
-        for inst in self.victims:
-            if inst.state != "up":
-                self.target.restart_instance(inst, ctx.should_stop)
+        down = [inst for inst in self.victims if inst.state != "up"]
+        # All at once: one start-up for N victims, not N start-ups in a row (two replicas took ~23 s that way).
+        self.target.restart_instances(down, ctx.should_stop)
 
     def describe(self) -> str:
         after = "" if self.revert_at is None else f", restarted after {self.revert_at - self.spec.at:g}s"

@@ -7,10 +7,10 @@ import json
 import os
 import sys
 
-from ..experiment.loader import ExperimentError
-
 RUN_EPILOG = """exit codes: 0 passed, 1 verification failed, 2 invalid input or setup failure,
-            3 aborted by a stop condition (abort_when), 130 interrupted
+            3 aborted by a stop condition (abort_when), 4 inconclusive (nothing failed, but a check
+            could not be judged, e.g. an instance came back too late to be routed requests; the
+            report says why), 130 interrupted
 
 examples:
   chaos run experiments/kill-instance.yaml
@@ -76,18 +76,20 @@ def _vars(items) -> dict:
     for item in items:
         k, sep, v = item.partition("=")
         if not sep or not k:
+            from ..experiment.loader import ExperimentError
             raise ExperimentError([f"--var {item!r}: write NAME=VALUE"])
         out[k] = v
     return out
 
 
-def _problems(e: ExperimentError) -> int:
+def _problems(e) -> int:
     for p in e.problems:
         print(f"error: {p}", file=sys.stderr)
     return 2
 
 
 def cmd_run(a) -> int:
+    from ..experiment.loader import ExperimentError
     from ..experiment.model import load_experiment
     from .runner import Runner
     from .view import View
@@ -102,6 +104,7 @@ def cmd_run(a) -> int:
         print(f"load: {json.dumps(exp.load)} for {exp.load_duration:g}s")
         for f in exp.faults:
             print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(f.params)}")
+        _warn(exp)
         print("valid; nothing started (--dry-run)")
         return 0
     runner = Runner(exp, a.out, View("json" if a.json else "auto"))
@@ -118,7 +121,9 @@ def cmd_run(a) -> int:
     if rep and not a.json:
         print()
         for c in rep["checks"]:
-            print(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']} (required {c['threshold']})")
+            mark = {True: "PASS", False: "FAIL", None: "NOT JUDGED"}[c["passed"]]
+            why = f" — {c['detail']}" if c["passed"] is None else ""
+            print(f"  {mark}  {c['name']}: {c['measured']} (required {c['threshold']}){why}")
         print(f"\n{exp.name}: {rep['verdict'].upper()}" + (f" — {rep['reason']}" if rep.get("reason") else ""))
         print(f"report: {os.path.join(runner.run_dir, 'report.md')}")
     elif rep:
@@ -128,7 +133,7 @@ def cmd_run(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from ..experiment.loader import read_file
+    from ..experiment.loader import ExperimentError, read_file
     from ..experiment.model import load_experiment, load_target
 
     bad = 0
@@ -139,13 +144,22 @@ def cmd_validate(a) -> int:
                 load_target(doc, _vars(a.var))
                 what = "target"
             else:
-                load_experiment(path, _vars(a.var))
+                exp = load_experiment(path, _vars(a.var))
                 what = "experiment"
+                _warn(exp, path)
             print(f"{path}: ok ({what})")
         except ExperimentError as e:
             bad += 1
             _problems(e)
     return 2 if bad else 0
+
+
+def _warn(exp, where: str | None = None) -> None:
+    """Advice, not errors: the file is valid, but its timing may leave checks unjudged."""
+    from .timing import restart_warnings
+
+    for w in restart_warnings(exp):
+        print(f"warning: {where + ': ' if where else ''}{w}", file=sys.stderr)
 
 
 def cmd_list(a) -> int:
@@ -189,9 +203,10 @@ def cmd_recover(a) -> int:
 
 
 def cmd_targets(a) -> int:
+    from ..common import stop_group
+    from ..experiment.loader import ExperimentError
     from ..experiment.model import load_target
     from ..targets import TargetError, make_target
-    from ..common import stop_group
     from ..targets.base import write_json
 
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 
@@ -12,17 +13,23 @@ class Journal:
         self.path = path
         self.t0 = time.time()
         self._f = open(path, "a", buffering=1)
+        self._lock = threading.Lock()  # restarts journal from their own thread: one whole line at a time
 
     def write(self, event: str, **fields) -> dict:
         rec = {"t": round(time.time(), 6), "event": event, **fields}
-        self._f.write(json.dumps(rec, default=str) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        line = json.dumps(rec, default=str) + "\n"
+        with self._lock:
+            if self._f.closed:
+                return rec
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
         return rec
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.close()
+        with self._lock:
+            if not self._f.closed:
+                self._f.close()
 
 
 def read_journal(path: str) -> list[dict]:

@@ -1,12 +1,19 @@
-"""`chaos recover RUN_DIR`: undo what a killed run left behind, from its journal alone."""
+"""`chaos recover RUN_DIR`: undo what a killed run left behind, from its journal and the run's mark.
+
+Processes: every one the journal names (journaled the moment it was spawned, restarts included) is stopped with
+its whole process group, but only while its start time matches: a recycled pid is another program's and is left
+alone. Then every process of this user still carrying the run's mark (CHAOS_RUN_ID, inherited from the runner)
+is stopped too: that finds what left its group (a `setsid` double-fork) or was spawned after the last journal line.
+"""
 
 from __future__ import annotations
 
 import os
 
+from ..common import same_process
 from ..faults import FAULT_TYPES
-from ..common import same_process, stop_group
 from .journal import Journal, read_journal
+from .procs import marked, run_id_for, stop_our_group, stop_processes
 
 
 class RecoverError(RuntimeError):
@@ -22,6 +29,7 @@ def recover(run_dir: str, log=print) -> list[str]:
     if started and same_process(started.get("pid"), started.get("create_time")):
         raise RecoverError(f"the run is still going (pid {started['pid']}); stop it with Ctrl-C (it rolls back "
                            f"by itself) or kill it, then run recover")
+    run_id = (started or {}).get("run_id") or run_id_for(run_dir)
     done: list[str] = []
     # 1. Faults journaled as applying but never reverted: undo them from their journaled plan.
     reverted = {e["fault"] for e in events if e["event"] == "fault_reverted"}
@@ -30,22 +38,20 @@ def recover(run_dir: str, log=print) -> list[str]:
             cls = FAULT_TYPES.get(e["type"])
             what = cls.undo_from_journal(e.get("plan") or {}) if cls else "unknown fault type"
             done.append(f"fault {e['fault']}: {what}")
-    # 2. Every process the run started, newest knowledge last (restarts journal new pids).
-    procs: dict[tuple, dict] = {}
-    for e in events:
-        if e["event"] in ("target_starting", "target_started", "fault_reverted"):
-            for inst in e.get("instances") or []:
-                if inst.get("pid"):
-                    procs[(inst["pid"], inst.get("create_time"))] = {"what": f"instance {inst['id']}", **inst}
-        if e["event"] == "load_started":
-            for p in e.get("processes") or []:
-                procs[(p["pid"], p.get("create_time"))] = {"what": "load generator", **p}
-    for (pid, ctime), info in procs.items():
-        if same_process(pid, ctime):
-            stop_group(pid, ctime, grace=3.0)
-            done.append(f"stopped {info['what']} (process group {pid})")
-    containers = {(inst["container"], inst.get("engine")) for e in events for inst in (e.get("instances") or [])
-                  if isinstance(inst, dict) and inst.get("container")}
+    # 2. Every process the journal names, by process group, if its start time still matches.
+    for (pid, ctime), info in journaled_processes(events).items():
+        pgid = info.get("pgid") or pid  # each was started in its own session: the pid leads the group
+        if stop_our_group(pgid, ctime, run_id):
+            done.append(f"stopped {info['what']} (process group {pgid})")
+        elif _alive(pid) and not same_process(pid, ctime):
+            done.append(f"left pid {pid} alone: it is another process now (the {info['what']}'s pid was reused)")
+    # 3. Whatever still carries the run's mark.
+    left = marked(run_id)
+    if left:
+        names = ", ".join(f"{p.pid} ({_name(p)})" for p in left)
+        stop_processes(left)
+        done.append(f"stopped {len(left)} process(es) carrying the run's mark outside the journaled groups: {names}")
+    containers = {(inst["container"], inst.get("engine")) for inst in _instances(events) if inst.get("container")}
     if containers:
         from ..targets.docker import remove_container
         for c, engine in containers:
@@ -55,3 +61,41 @@ def recover(run_dir: str, log=print) -> list[str]:
     j.write("recovered", actions=done)
     j.close()
     return done
+
+
+def journaled_processes(events: list[dict]) -> dict[tuple, dict]:
+    """(pid, start time) -> what it was, for every process the run journaled (restarts journal new pids)."""
+    procs: dict[tuple, dict] = {}
+    for inst in _instances(events):
+        if inst.get("pid"):
+            procs[(inst["pid"], inst.get("create_time"))] = {"what": f"instance {inst['id']}", **inst}
+    for e in events:
+        if e["event"] == "load_started":
+            for p in e.get("processes") or []:
+                procs[(p["pid"], p.get("create_time"))] = {"what": "load generator", **p}
+    return procs
+
+
+def _instances(events: list[dict]):
+    for e in events:
+        if e["event"] == "process_started" and isinstance(e.get("instance"), dict):
+            yield e["instance"]
+        elif e["event"] in ("target_starting", "target_started", "fault_reverted"):
+            yield from (i for i in e.get("instances") or [] if isinstance(i, dict))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _name(p) -> str:
+    try:
+        return p.name()
+    except Exception:
+        return "?"

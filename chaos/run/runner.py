@@ -13,25 +13,30 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 import traceback
 
 import psutil
 
-from ..common import parse_duration, parse_percent
-from ..experiment.model import SLO, Experiment
+from ..experiment.model import Experiment
 from ..faults import FaultContext, make_fault
 from ..load.driver import LoadError, LoadRun
 from ..load.records import read_records
 from ..load.summary import summarize_steps
+from ..report.writer import write_reports
 from ..targets import TargetError, make_target
 from ..verify import checks as V
-from ..report.writer import write_reports
+from ..verify.verdict import RunFacts, run_checks
 from .journal import Journal
 from .loadspec import load_config
+from .procs import RUN_ID_ENV, marked, run_id_for
+from .timing import restart_warnings
 from .view import View
 
-EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+VERDICTS = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted", EXIT_NOT_JUDGED: "inconclusive",
+            EXIT_INTERRUPTED: "interrupted"}
 
 
 class Interrupted(Exception):
@@ -73,6 +78,11 @@ class Runner:
         self.rng = random.Random(exp.load.get("seed", 0))
         self.ctx = FaultContext(rng=self.rng, should_stop=lambda: self.signals > 1,
                                 log=lambda m: self.view.event("note", m))
+        self.run_id = run_id_for(self.run_dir)
+        self.tearing_down = False
+        self.restarts: list[threading.Thread] = []  # slow reverts (restarts) running beside the schedule
+        self.up_since: dict = {}  # instance id -> last health pass, as the load ended
+        self.final_health = None
 
     # -- signals ------------------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -94,12 +104,18 @@ class Runner:
         self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
         me = psutil.Process()
         self.journal.write("run_started", experiment=self.exp.name, pid=me.pid, create_time=me.create_time(),
-                           run_dir=os.path.abspath(self.run_dir))
+                           run_dir=os.path.abspath(self.run_dir), run_id=self.run_id)
+        # Every process the run starts inherits the mark, so recover finds even one that left its group.
+        old_mark = os.environ.get(RUN_ID_ENV)
+        os.environ[RUN_ID_ENV] = self.run_id
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         become_subreaper()
         code = None
         try:
             self.view.start()
+            for w in restart_warnings(self.exp):
+                self.notes.append(f"warning: {w}")
+                self.view.event("warning", w)
             self._target_up()
             self._start_load()
             code = self._main_loop()
@@ -121,10 +137,24 @@ class Runner:
             self.view.stop()
             for s, h in old.items():
                 signal.signal(s, h)
+            if old_mark is None:
+                os.environ.pop(RUN_ID_ENV, None)
+            else:
+                os.environ[RUN_ID_ENV] = old_mark
         return code
+
+    def _journal_spawn(self, inst) -> None:
+        """Journaled the moment the process (or container) exists, before any health wait, and fsynced."""
+        try:
+            pgid = os.getpgid(inst.pid) if inst.pid else None
+        except OSError:
+            pgid = None
+        self.journal.write("process_started", instance={**inst.journal(), "pgid": pgid},
+                           restart=self.load is not None)
 
     def _target_up(self) -> None:
         self.target = make_target(self.exp.target, self.run_dir)
+        self.target.on_spawn = self._journal_spawn
         self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
                                                                                  self.target.all_instances()])
         names = ", ".join(i.id for i in self.target.all_instances())
@@ -172,7 +202,8 @@ class Runner:
                     self.journal.write("steady_state_ok", detail=self.gate[1])
                 self._apply(f)
             for f in self.faults:
-                if f.applied and not f.reverted and f.revert_at is not None and elapsed >= f.revert_at:
+                if f.applied and not (f.reverted or f.reverting) and f.revert_at is not None \
+                        and elapsed >= f.revert_at:
                     self._revert(f)
             aborted = self._abort_check()
             if aborted:
@@ -182,7 +213,18 @@ class Runner:
                 return EXIT_ABORTED
             self.view.status(self._status(elapsed, plan))
             if not running:
+                self._await_restarts()
+                self.up_since = {i.id: i.up_since for i in self.target.instances}
                 return None
+            time.sleep(0.2)
+
+    def _await_restarts(self) -> None:
+        """The load is over but a restart is still waiting for health: wait for it (bounded), so the checks and
+        the final health see how it ended rather than the runner's hurry."""
+        deadline = time.monotonic() + self.exp.target.startup_timeout + 5
+        while any(t.is_alive() for t in self.restarts) and time.monotonic() < deadline:
+            if self.should_stop():
+                raise Interrupted()
             time.sleep(0.2)
 
     def _steady_gate(self) -> tuple[bool, str]:
@@ -211,8 +253,15 @@ class Runner:
         self.view.event("fault", f"applied {f.spec.name}: {f.describe()}")
 
     def _revert(self, f, teardown: bool = False) -> None:
+        if f.slow_revert and not teardown:
+            f.reverting = True  # taken: neither the loop nor the rollback starts it a second time
+            self.journal.write("fault_reverting", fault=f.spec.name)
+            t = threading.Thread(target=self._slow_revert, args=(f,), name=f"revert-{f.spec.name}", daemon=True)
+            self.restarts.append(t)
+            t.start()
+            return
         try:
-            if teardown and f.type == "kill_instance":
+            if teardown and f.slow_revert:
                 f.reverted = True  # the target is going down anyway: no restart
             else:
                 f.revert(self.ctx)
@@ -221,6 +270,29 @@ class Runner:
             self.journal.write("fault_reverted", fault=f.spec.name, teardown=teardown,
                                instances=[i.journal() for i in self.target.all_instances()])
         self.view.event("fault", f"reverted {f.spec.name}" + (" (teardown)" if teardown else ""))
+
+    def _slow_revert(self, f) -> None:
+        """A restart, in its own thread: the schedule, abort_when and the view go on meanwhile (two replicas
+        restarting used to hold the main loop ~23 s). Stops waiting as soon as the run is being torn down."""
+        ctx = FaultContext(rng=self.rng, should_stop=lambda: self.signals > 0 or self.tearing_down, log=self.ctx.log)
+        began = time.time()
+        try:
+            f.revert(ctx)
+            took = time.time() - began
+            if f.victims:
+                self.notes.append(f"{f.spec.name}: {', '.join(i.id for i in f.victims)} restarted together "
+                                  f"{began - self.load_t0:.1f}s into the load, healthy after {took:.1f}s")
+        except Exception as e:  # noqa: BLE001 - a failed restart is the target's finding, not a crash of the run
+            f.revert_error = str(e)
+            if not (self.signals or self.tearing_down):
+                self.notes.append(f"{f.spec.name}: restart failed: {e}")
+                self.view.event("error", f"restart of {f.spec.name} failed: {e}")
+        finally:
+            f.reverted_at = time.time()
+            self.journal.write("fault_reverted", fault=f.spec.name, teardown=False, error=getattr(f, "revert_error",
+                                                                                                   None),
+                               instances=[i.journal() for i in self.target.all_instances()])
+        self.view.event("fault", f"reverted {f.spec.name} (restart took {f.reverted_at - began:.1f}s)")
 
     def _abort_check(self) -> str | None:
         rate, span = self.exp.abort_error_rate, self.exp.abort_for
@@ -249,9 +321,12 @@ class Runner:
 
     # -- always --------------------------------------------------------------------------------------
     def _rollback(self) -> None:
-        fast = lambda: self.signals > 1  # noqa: E731
+        fast = lambda: self.signals > 1
+        self.tearing_down = True  # a restart still waiting for health gives up now
+        for t in self.restarts:
+            t.join(10.0)
         for f in reversed(self.faults):
-            if f.applied and not f.reverted:
+            if f.applied and not (f.reverted or f.reverting):
                 try:
                     self._revert(f, teardown=True)
                 except Exception as e:
@@ -297,11 +372,13 @@ class Runner:
                 self.notes.append(f"{inst.id} at the end: " + ", ".join(f"{k} {v:g}" for k, v in found.items()))
 
     def _reap_orphans(self) -> None:
-        """Anything still descending from us was started by this run: stop it."""
+        """Anything still descending from us, or carrying this run's mark, was started by this run: stop it."""
         try:
             kids = psutil.Process().children(recursive=True)
         except psutil.Error:
-            return
+            kids = []
+        seen = {p.pid for p in kids}
+        kids += [p for p in marked(self.run_id) if p.pid not in seen]
         for p in kids:
             try:
                 p.kill()
@@ -317,9 +394,14 @@ class Runner:
         if code is None or code == EXIT_FAILED and self.gate is not None and not self.gate[0]:
             checks = self._verify(records)
             if code is None:
-                code = EXIT_PASSED if all(c.passed for c in checks) else EXIT_FAILED
-        verdict = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted",
-                   EXIT_INTERRUPTED: "interrupted"}.get(code, "error")
+                code = {"passed": EXIT_PASSED, "failed": EXIT_FAILED,
+                        "not_judged": EXIT_NOT_JUDGED}[V.verdict_of(checks)]
+        verdict = VERDICTS.get(code, "error")
+        unjudged = [c for c in checks if c.passed is None]
+        if unjudged and code == EXIT_NOT_JUDGED:
+            self.reason = "nothing failed, but the run could not judge: " + "; ".join(c.name for c in unjudged)
+        for c in unjudged:  # also in the notes, which every report format shows
+            self.notes.append(f"not judged: {c.name}: {c.detail.removeprefix('not judged: ')}")
         plan = self.load.cfg.plan if self.load else None
         steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop,
                                 {s.name: s.duration for s in plan.stages}) if plan else []
@@ -345,80 +427,9 @@ class Runner:
         return code
 
     def _verify(self, records) -> list:
-        exp, out = self.exp, []
-        v = exp.verify
-        end = max((r.t_end or r.t_start for r in records), default=time.time())
-        if self.gate is not None:
-            out.append(V.Check("steady state before faults", self.gate[0], self.gate[1], "the steady-state SLO"))
-        if self.gate is not None and not self.gate[0]:
-            return out
-        applied = [f for f in self.faults if f.applied]
-        f_start = min((f.applied_at for f in applied), default=None)
-        f_end = max((getattr(f, "reverted_at", None) or end for f in applied), default=None)
-        if "error_rate_during_fault" in v and f_start is not None:
-            bound = parse_percent(v["error_rate_during_fault"]["max"])
-            w = V.overlapping(records, f_start, f_end)
-            er = V.error_rate(w)
-            out.append(V.Check("error rate during the fault", er is not None and er <= bound, V.fmt_pct(er),
-                               f"<= {V.fmt_pct(bound)}", f"{len(w)} requests in flight between the first fault "
-                                                         f"and the last revert"))
-        if "slo_during_fault" in v and f_start is not None:
-            out += V.slo_checks("during the fault", V.overlapping(records, f_start, f_end),
-                                SLO.from_dict(v["slo_during_fault"]))
-        slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
-        recovered = None
-        if f_start is not None:
-            rt = v.get("recovery_time") or {}
-            width = parse_duration(rt.get("window", "5s"))
-            recovered = V.recovery_point(records, f_start, end, slo, width)
-            if "recovery_time" in v:
-                bound = parse_duration(rt["max"])
-                took = None if recovered is None else recovered - f_start
-                out.append(V.Check("recovery time", took is not None and took <= bound,
-                                   "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
-                                   f"from the first fault until the requests ending in a {width:g}s window "
-                                   f"meet the steady-state SLO"))
-        if "slo_after" in v:
-            after_from = recovered if recovered is not None else (f_end or self.load_t0 or 0)
-            after = [r for r in records if r.t_start >= after_from]
-            out += V.slo_checks("after recovery", after, SLO.from_dict(v["slo_after"]))
-        if "status_codes" in v:
-            allowed = set(v["status_codes"]["allowed"])
-            seen = {}
-            for r in records:
-                if r.status is not None:
-                    seen[r.status] = seen.get(r.status, 0) + 1
-            bad = {s: n for s, n in seen.items() if s not in allowed}
-            out.append(V.Check("status codes", not bad, ", ".join(f"{s}x{n}" for s, n in sorted(seen.items())),
-                               f"only {sorted(allowed)}", "unexpected: " + ", ".join(map(str, sorted(bad)))
-                               if bad else "connection-level failures are counted in the error rate"))
-        if v.get("served_by_all") and self.target is not None:
-            from_t = recovered if recovered is not None else (f_end or 0)
-            served = {r.served_by for r in records if r.outcome == "ok" and r.t_start >= from_t}
-            missing = [i.id for i in self.target.instances if i.id not in served]
-            out.append(V.Check("every instance serves after recovery", not missing,
-                               ", ".join(sorted(s for s in served if s)) or "none", "all instances",
-                               "missing: " + ", ".join(missing) if missing else ""))
-        if "fallback" in v and f_start is not None:
-            within = parse_duration(v["fallback"]["within"])
-            paths = v["fallback"].get("paths") or ["backup", "cache"]
-            for path in paths:
-                hits = [r for r in records if r.outcome == "ok" and r.served_by == path and r.t_start >= f_start]
-                first = min((r.t_end for r in hits), default=None)
-                took = None if first is None else first - f_start
-                out.append(V.Check(f"fallback to {path}", took is not None and took <= within,
-                                   "never" if took is None else f"after {V.fmt_s(took)}, {len(hits)} responses",
-                                   f"within {V.fmt_s(within)}", "first answer from that path after the first fault"))
-        health = getattr(self, "final_health", None)
-        if health is not None and exp.steady_health:
-            sick = [k for k, ok in health.items() if not ok]
-            out.append(V.Check("steady state re-checked: health at the end", not sick,
-                               "all healthy" if not sick else "unhealthy: " + ", ".join(sick), "all healthy"))
-        if not exp.steady_slo.is_empty() and records:
-            tail = V.window(records, end - exp.steady_window, end + 1)
-            out += V.slo_checks("steady state re-checked", [r for r in tail if r.t_end is not None],
-                                exp.steady_slo, min_requests=3)
-        return out
+        facts = RunFacts(gate=self.gate, faults=self.faults, target=self.target, final_health=self.final_health,
+                         load_t0=self.load_t0, up_since=self.up_since)
+        return run_checks(self.exp, records, facts)
 
 
 def _ctime(pid: int) -> float | None:

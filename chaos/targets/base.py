@@ -49,11 +49,12 @@ class Instance:
     state: str = "down"  # up | down | paused
     log_path: str | None = None
     engine: str | None = None  # the Docker engine holding the container
+    up_since: float | None = None  # wall time its last health wait passed (a restart sets it anew)
 
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
                 "create_time": self.create_time, "container": self.container,
-                "engine": self.engine}
+                "engine": self.engine, "up_since": self.up_since}
 
 
 def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool:
@@ -76,6 +77,9 @@ class Target:
         self.instances: list[Instance] = []
         self.model: str | None = None
         self.api_key_env: str | None = None
+        # Called with each instance the moment its process or container exists, before any health wait: the
+        # runner journals it there, so a run killed while instances start still leaves their pids for recover.
+        self.on_spawn = lambda inst: None
 
     @property
     def urls(self) -> list[str]:
@@ -108,7 +112,7 @@ class Target:
                 raise TargetError(f"{inst.id} exited with {inst.proc.returncode} before it was healthy"
                                   f"{self._log_tail(inst)}")
             if self.healthy(inst):
-                inst.state = "up"
+                inst.state, inst.up_since = "up", time.time()
                 return
             time.sleep(0.1)
         raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within {timeout:.0f}s"
@@ -128,7 +132,7 @@ class Target:
 
     def stop_instance(self, inst: Instance, grace: float = 10.0) -> None:
         stop_group(inst.pid, inst.create_time, grace, inst.proc)
-        inst.state = "down"
+        inst.state, inst.up_since = "down", None
 
     def kill_instance(self, inst: Instance, sig: int) -> None:
         signal_group(inst.pid, inst.create_time, sig)
@@ -137,7 +141,7 @@ class Target:
                 inst.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-        inst.state = "down"
+        inst.state, inst.up_since = "down", None
 
     def pause_instance(self, inst: Instance) -> None:
         signal_group(inst.pid, inst.create_time, signal.SIGSTOP)
@@ -148,9 +152,33 @@ class Target:
         inst.state = "up"
 
     def restart_instance(self, inst: Instance, should_stop=lambda: False) -> None:
-        self.stop_instance(inst, grace=2.0)
-        self.start_instance(inst)
-        self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+        self.restart_instances([inst], should_stop)
+
+    def restart_instances(self, insts: list[Instance], should_stop=lambda: False) -> None:
+        """Start them all, then wait for each: they come up concurrently, so restarting two costs one start-up,
+        not two in a row. Waits for every one even when one fails; raises TargetError naming each failure."""
+        for inst in insts:
+            self.stop_instance(inst, grace=2.0)
+        for inst in insts:
+            self.start_instance(inst)
+        self.wait_all_healthy(insts, should_stop)
+
+    def wait_all_healthy(self, insts: list[Instance], should_stop=lambda: False) -> None:
+        errors = []
+        for inst in insts:  # all were started before the first wait, so the later waits are short
+            try:
+                self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+            except TargetError as e:
+                if should_stop():
+                    raise
+                errors.append(str(e))
+        if errors:
+            raise TargetError("; ".join(errors))
+
+    def routing_delay(self) -> float:
+        """Seconds from an instance passing its health wait until traffic can reach it again: none when the load
+        goes straight to the instances; a front (the gateway) adds its own health and ejection delays."""
+        return 0.0
 
     def describe(self) -> dict:
         return {"kind": self.kind, "name": self.spec.name, "model": self.model,

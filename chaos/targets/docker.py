@@ -69,6 +69,8 @@ class DockerTarget(Target):
                               f"`docker import` (see docs/experiments.md)") from None
         volumes = {h: {"bind": v, "mode": "ro"} for h, v in (self.spec.settings.get("volumes") or {}).items()}
         env = {**(self.spec.settings.get("env") or {}), "PORT": str(inst.port)}
+        if os.environ.get("CHAOS_RUN_ID"):  # a container does not inherit the runner's environment: pass the mark
+            env["CHAOS_RUN_ID"] = os.environ["CHAOS_RUN_ID"]
         try:
             container = c.containers.run(image, self.command(inst), detach=True, network_mode="host",
                                          volumes=volumes, environment=env, labels={"llm-chaos.run": self.label},
@@ -77,6 +79,7 @@ class DockerTarget(Target):
             raise TargetError(f"docker could not start {image!r} for {inst.id}: {e}") from None
         inst.container, inst.engine = container.id, self.host
         inst.state = "starting"
+        self.on_spawn(inst)
 
     def _container(self, inst: Instance):
         try:
@@ -94,7 +97,7 @@ class DockerTarget(Target):
                 logs = c.logs(tail=5).decode(errors="replace").strip()
                 raise TargetError(f"container {inst.id} exited before it was healthy: {logs[-300:]}")
             if self.healthy(inst):
-                inst.state = "up"
+                inst.state, inst.up_since = "up", time.time()
                 return
             time.sleep(0.2)
             if c is not None:
@@ -124,7 +127,7 @@ class DockerTarget(Target):
                 c.remove(force=True)
             except DockerException:
                 pass
-        inst.state = "down"
+        inst.state, inst.up_since = "down", None
 
     def kill_instance(self, inst: Instance, sig) -> None:
         c = self._container(inst)
@@ -133,7 +136,7 @@ class DockerTarget(Target):
                 c.kill(signal=sig.name)
             except DockerException:
                 pass
-        inst.state = "down"
+        inst.state, inst.up_since = "down", None
 
     def pause_instance(self, inst: Instance) -> None:
         c = self._container(inst)

@@ -30,6 +30,7 @@ class ProcessTarget(Target):
         inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, self.spec.settings.get("env"))
         inst.pid = inst.proc.pid
         inst.state = "starting"
+        self.on_spawn(inst)
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 
 from ..common import parse_duration, parse_percent
@@ -44,6 +45,10 @@ def gateway_settings(g: dict) -> dict:
     return out
 
 
+FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"  # the replica reads it; /admin/faults then wants x-chaos-fault-token
+FAULT_TOKEN_HEADER = "x-chaos-fault-token"
+
+
 class ReferenceTarget(Target):
     kind = "reference"
 
@@ -51,6 +56,10 @@ class ReferenceTarget(Target):
         super().__init__(spec, out_dir)
         s = spec.settings
         self.model = s.get("model_name", "chaos-reference")
+        # One per run, in memory and in the replicas' environment only (never argv, the journal or a log): anyone
+        # else on the machine who can reach a replica's port still cannot crash or hang it.
+        self.fault_token = secrets.token_urlsafe(32)
+        self.allow_remote = bool(s.get("allow_remote", False))
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
@@ -84,7 +93,7 @@ class ReferenceTarget(Target):
                 cmd += ["--upstream", f"{p.id}={p.url}"]
             for b in self.backups:
                 cmd += ["--backup", f"{b.id}={b.url}"]
-            return cmd
+            return cmd + self._remote_args()
         if inst in self.backups:
             preset = (self.gateway_conf.get("backup") or {}).get("preset", "tiny")
             s = {**s, "preset": preset, "args": []}
@@ -95,12 +104,28 @@ class ReferenceTarget(Target):
                "--threads", str(threads), "--enable-fault-hooks", "--drain-timeout", "5"]
         if "max_model_len" in s:
             cmd += ["--max-model-len", str(s["max_model_len"])]
-        return cmd + list(s.get("args", []))
+        return cmd + self._remote_args() + list(s.get("args", []))
+
+    def routing_delay(self) -> float:
+        if self.gateway is None:
+            return 0.0
+        from ..reference.gateway.settings import GatewaySettings
+
+        g = {**{f: getattr(GatewaySettings(), f) for f in ("health_interval_s", "eject_for_s", "breaker_open_s")},
+             **gateway_settings(self.gateway_conf)}
+        # The gateway sees the replica at its next health probe; an ejection or an open breaker may outlast that.
+        return g["health_interval_s"] + max(g["eject_for_s"], g["breaker_open_s"])
+
+    def _remote_args(self) -> list[str]:
+        """Replicas and the gateway refuse a non-loopback --host unless the target file said allow_remote."""
+        return ["--allow-remote"] if self.allow_remote else []
 
     def start_instance(self, inst: Instance) -> None:
-        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path)
+        env = None if inst is self.gateway else {FAULT_TOKEN_ENV: self.fault_token}  # restarts reuse the token
+        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, env)
         inst.pid = inst.proc.pid
         inst.state = "starting"
+        self.on_spawn(inst)
 
     def up(self, should_stop=lambda: False) -> None:
         replicas = self.instances + self.backups

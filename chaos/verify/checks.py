@@ -1,6 +1,8 @@
 """Each check takes the run's records and times and returns a Check with its measured value.
 
-Latency is judged on percentiles (P50/P95/P99), never on the mean.
+Latency is judged on percentiles (P50/P95/P99), never on the mean. A check has three outcomes: passed, failed,
+or not judged (passed is None): the run could not tell, because of its own timing (an instance came back too
+close to the end of the load to be routed requests, too few requests in a window), never because of the target.
 """
 
 from __future__ import annotations
@@ -15,13 +17,28 @@ from ..load.records import ERROR_OUTCOMES, RequestRecord
 @dataclass(slots=True)
 class Check:
     name: str
-    passed: bool
+    passed: bool | None  # None: not judged (detail says why)
     measured: str
     threshold: str
     detail: str = ""
 
+    @property
+    def status(self) -> str:
+        return {True: "passed", False: "failed", None: "not_judged"}[self.passed]
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "status": self.status}
+
+
+def not_judged(name: str, measured: str, threshold: str, why: str) -> Check:
+    return Check(name, None, measured, threshold, f"not judged: {why}")
+
+
+def verdict_of(checks: list[Check]) -> str:
+    """failed if any check failed; else not_judged if any could not be judged; else passed."""
+    if any(c.passed is False for c in checks):
+        return "failed"
+    return "not_judged" if any(c.passed is None for c in checks) else "passed"
 
 
 def _judged(records):
@@ -79,8 +96,9 @@ def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int
     out = []
     n = len(_judged(records))
     if n < min_requests:
-        return [Check(f"{prefix}", False, f"{n} requests", f">= {min_requests} requests",
-                      "too few requests in the window to judge")]
+        # The load sent too little for a percentile to mean anything: say so, do not blame the target.
+        return [not_judged(f"{prefix}", f"{n} requests", f">= {min_requests} requests",
+                           "too few requests in the window")]
     for name, (q, ttft) in SLO_FIELDS.items():
         bound = getattr(slo, name)
         if bound is None:
@@ -96,7 +114,7 @@ def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int
 
 
 def slo_met(records, slo) -> bool:
-    return all(c.passed for c in slo_checks("x", records, slo))
+    return all(c.passed is True for c in slo_checks("x", records, slo))
 
 
 def recovery_point(records, fault_start: float, end: float, slo, width: float = 5.0, step: float = 0.5,

@@ -7,8 +7,8 @@ import time
 import psutil
 import pytest
 
-from chaos.run.journal import read_journal
 from chaos.common import same_process
+from chaos.run.journal import read_journal
 
 LIFECYCLE = """\
 name: lifecycle
@@ -55,8 +55,9 @@ def wait_journal(run_dir, event, count=1, timeout=60):
 def started_processes(run_dir) -> list[tuple[int, float]]:
     """Every process the journal says the run started."""
     out = []
-    for e in read_journal(os.path.join(run_dir, "journal.jsonl")):
-        for inst in e.get("instances") or []:
+    path = os.path.join(run_dir, "journal.jsonl")
+    for e in read_journal(path) if os.path.exists(path) else []:
+        for inst in e.get("instances") or ([e["instance"]] if isinstance(e.get("instance"), dict) else []):
             if inst.get("pid"):
                 out.append((inst["pid"], inst.get("create_time")))
         for p in e.get("processes") or []:
@@ -64,19 +65,40 @@ def started_processes(run_dir) -> list[tuple[int, float]]:
     return out
 
 
-def leftovers(run_dir) -> list[str]:
-    """Processes of this run still alive: journaled ones, and any Locust process configured for run_dir."""
-    alive = [f"pid {pid}" for pid, ct in started_processes(run_dir) if same_process(pid, ct)]
-    marker = os.path.abspath(run_dir)
+def writers(run_dir, name: str | None = None) -> list[int]:
+    """Live processes whose stdout is a file in run_dir (name: that file): every process a run starts logs
+    there, so this finds them whatever the journal says."""
+    base = os.path.abspath(run_dir)
+    out = []
     for p in psutil.process_iter(["pid", "status"]):
         try:
             if p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            env = p.environ()
+            out_file = os.readlink(f"/proc/{p.pid}/fd/1")
+        except (psutil.Error, OSError):
+            continue
+        if out_file == os.path.join(base, name) if name else out_file.startswith(base + os.sep):
+            out.append(p.pid)
+    return out
+
+
+def leftovers(run_dir) -> list[str]:
+    """Processes of this run still alive: journaled ones, any Locust process configured for run_dir, any process
+    logging into run_dir, and any carrying the run's mark (CHAOS_RUN_ID, the run directory)."""
+    alive = [f"pid {pid}" for pid, ct in started_processes(run_dir) if same_process(pid, ct)]
+    marker = os.path.abspath(run_dir)
+    logging_here = set(writers(run_dir))
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
+                continue
+            env, cmd = p.environ(), " ".join(p.cmdline()[:6])
         except psutil.Error:
             continue
         if env.get("CHAOS_LOAD_CONFIG", "").startswith(marker):
             alive.append(f"locust pid {p.pid}")
+        elif env.get("CHAOS_RUN_ID") == marker or p.pid in logging_here:
+            alive.append(f"pid {p.pid} ({cmd})")
     return alive
 
 

@@ -23,9 +23,19 @@ def write(tmp_path, text, name="exp.yaml"):
     return p
 
 
+def skip_if_not_judged(r, run_dir):
+    """Exit 4: nothing failed, but the run could not judge a check on this (busy) box: say so, don't fail."""
+    if r.returncode == 4:
+        rep = report(run_dir)
+        assert rep["verdict"] == "inconclusive" and not any(c["passed"] is False for c in rep["checks"])
+        pytest.skip("not judged on this machine: " + "; ".join(c["detail"] for c in rep["checks"]
+                                                              if c["passed"] is None))
+
+
 def test_kill_instance_experiment_passes(tmp_path):
     run_dir = tmp_path / "run"
     r = chaos_run("experiments/kill-instance.yaml", run_dir)
+    skip_if_not_judged(r, run_dir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = report(run_dir)
     assert rep["verdict"] == "passed"
@@ -184,11 +194,11 @@ verify:
 """
     run_dir = tmp_path / "run"
     r = chaos_run(write(tmp_path, exp), run_dir)
-    assert r.returncode in (0, 1), r.stdout[-2000:]
+    assert r.returncode in (0, 1, 4), r.stdout[-2000:]
     events = report(run_dir)["timeline"]
     plan = next(e for e in events if e["event"] == "fault_applying")["plan"]
     assert len(plan["instances"]) == 2 and plan["signal"] == "SIGTERM"
-    restarted = next(e for e in events if e["event"] == "fault_reverted")["instances"]
+    restarted = next(e for e in events if e["event"] == "fault_reverted" and not e["teardown"])["instances"]
     killed = {i["id"] for i in plan["instances"]}
     before = {i["id"]: i["pid"] for i in plan["instances"]}
     after = {i["id"]: i["pid"] for i in restarted}
@@ -199,6 +209,7 @@ verify:
 def test_all_primaries_down_experiment_falls_back_and_returns(tmp_path):
     run_dir = tmp_path / "run"
     r = chaos_run("experiments/all-primaries-down.yaml", run_dir)
+    skip_if_not_judged(r, run_dir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = report(run_dir)
     by_name = {c["name"]: c for c in rep["checks"]}

@@ -53,7 +53,7 @@ def test_docker_target_kill_and_pause(tmp_path):
     run_dir = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "chaos", "run", str(f), "--out", str(run_dir)], capture_output=True,
                        text=True, timeout=240)
-    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.returncode in (0, 1, 4), r.stdout[-3000:] + r.stderr[-2000:]
     rep = report(run_dir)
     assert all(x["applied"] and x["reverted"] for x in rep["faults"])
     kinds = {x["outcome"] for x in map(json.loads, open(run_dir / "requests.jsonl"))}

@@ -1,0 +1,142 @@
+"""The checks an experiment's verify: section asks for, judged on one finished run.
+
+A check that depends on timing judges only what the run gave it time to see: an instance restarted too close to
+the end of the load to be routed requests is "not judged" (the run's timing, not the target, is to blame).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..common import parse_duration, parse_percent
+from ..experiment.model import SLO
+from . import checks as V
+
+
+@dataclass(slots=True)
+class RunFacts:
+    """What the runner knew when the load ended, besides the records."""
+
+    gate: tuple | None = None  # (passed, detail) of the steady-state gate; None: no fault was due
+    faults: list = field(default_factory=list)
+    target: object = None
+    final_health: dict | None = None
+    load_t0: float | None = None
+    up_since: dict = field(default_factory=dict)  # instance id -> when it last passed a health wait (None: down)
+
+
+def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
+    v, out = exp.verify, []
+    end = max((r.t_end or r.t_start for r in records), default=time.time())
+    if facts.gate is not None:
+        out.append(V.Check("steady state before faults", facts.gate[0], facts.gate[1], "the steady-state SLO"))
+        if not facts.gate[0]:
+            return out
+    applied = [f for f in facts.faults if f.applied]
+    f_start = min((f.applied_at for f in applied), default=None)
+    f_end = max((getattr(f, "reverted_at", None) or end for f in applied), default=None)
+    if "error_rate_during_fault" in v and f_start is not None:
+        bound = parse_percent(v["error_rate_during_fault"]["max"])
+        w = V.overlapping(records, f_start, f_end)
+        er = V.error_rate(w)
+        out.append(V.Check("error rate during the fault", er is not None and er <= bound, V.fmt_pct(er),
+                           f"<= {V.fmt_pct(bound)}", f"{len(w)} requests in flight between the first fault "
+                                                     f"and the last revert"))
+    if "slo_during_fault" in v and f_start is not None:
+        out += V.slo_checks("during the fault", V.overlapping(records, f_start, f_end),
+                            SLO.from_dict(v["slo_during_fault"]))
+    slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
+    recovered = None
+    if f_start is not None:
+        rt = v.get("recovery_time") or {}
+        width = parse_duration(rt.get("window", "5s"))
+        recovered = V.recovery_point(records, f_start, end, slo, width)
+        if "recovery_time" in v:
+            bound = parse_duration(rt["max"])
+            took = None if recovered is None else recovered - f_start
+            out.append(V.Check("recovery time", took is not None and took <= bound,
+                               "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
+                               f"from the first fault until the requests ending in a {width:g}s window "
+                               f"meet the steady-state SLO"))
+    if "slo_after" in v:
+        after_from = recovered if recovered is not None else (f_end or facts.load_t0 or 0)
+        after = [r for r in records if r.t_start >= after_from]
+        out += V.slo_checks("after recovery", after, SLO.from_dict(v["slo_after"]))
+    if "status_codes" in v:
+        allowed = set(v["status_codes"]["allowed"])
+        seen = {}
+        for r in records:
+            if r.status is not None:
+                seen[r.status] = seen.get(r.status, 0) + 1
+        bad = {s: n for s, n in seen.items() if s not in allowed}
+        out.append(V.Check("status codes", not bad, ", ".join(f"{s}x{n}" for s, n in sorted(seen.items())),
+                           f"only {sorted(allowed)}", "unexpected: " + ", ".join(map(str, sorted(bad)))
+                           if bad else "connection-level failures are counted in the error rate"))
+    if v.get("served_by_all") and facts.target is not None:
+        out.append(served_by_all(records, recovered, facts))
+    if "fallback" in v and f_start is not None:
+        within = parse_duration(v["fallback"]["within"])
+        paths = v["fallback"].get("paths") or ["backup", "cache"]
+        for path in paths:
+            hits = [r for r in records if r.outcome == "ok" and r.served_by == path and r.t_start >= f_start]
+            first = min((r.t_end for r in hits), default=None)
+            took = None if first is None else first - f_start
+            out.append(V.Check(f"fallback to {path}", took is not None and took <= within,
+                               "never" if took is None else f"after {V.fmt_s(took)}, {len(hits)} responses",
+                               f"within {V.fmt_s(within)}", "first answer from that path after the first fault"))
+    health = facts.final_health
+    if health is not None and exp.steady_health:
+        sick = [k for k, ok in health.items() if not ok]
+        out.append(V.Check("steady state re-checked: health at the end", not sick,
+                           "all healthy" if not sick else "unhealthy: " + ", ".join(sick), "all healthy"))
+    if not exp.steady_slo.is_empty() and records:
+        tail = V.window(records, end - exp.steady_window, end + 1)
+        out += V.slo_checks("steady state re-checked", [r for r in tail if r.t_end is not None],
+                            exp.steady_slo, min_requests=3)
+    return out
+
+
+def settle_time(records, target) -> float:
+    """How long an instance must have been back before the end of the load for it to be expected to serve: the
+    front's routing delay, then two typical (P95) requests, at least 5 s."""
+    p95 = V.latency(records, 95) or 1.0
+    return max(5.0, target.routing_delay() + 2 * p95)
+
+
+def served_by_all(records, recovered: float | None, facts: RunFacts) -> V.Check:
+    """Each instance must serve (an ok answer it gave) after the service recovered, or, if it never did, after
+    the last fault that touched that instance was reverted; and no earlier than it was back up."""
+    name, want = "every instance serves after recovery", "all instances"
+    applied = [f for f in facts.faults if f.applied]
+    f_start = min((f.applied_at for f in applied), default=0.0)
+    last_send = max((r.t_start for r in records), default=None)  # no request started after this one
+    settle = settle_time(records, facts.target)
+    served_all, blamed, unjudged = set(), [], []
+    for inst in facts.target.instances:
+        touched = [f for f in applied if f.touches(inst)]
+        since = recovered if recovered is not None else max(
+            (getattr(f, "reverted_at", None) or f_start for f in touched), default=f_start)
+        up = facts.up_since.get(inst.id)
+        if up is not None:
+            since = max(since, up)
+        if any(r.outcome == "ok" and r.served_by == inst.id and r.t_start >= since for r in records):
+            served_all.add(inst.id)
+            continue
+        failed = next((f.revert_error for f in touched if getattr(f, "revert_error", None)), None)
+        if failed:
+            blamed.append(f"{inst.id} (its restart failed: {failed})")
+        elif up is None or last_send is None:
+            unjudged.append(f"{inst.id} was not back before the load ended")
+        elif last_send - since < settle:
+            left = "after the last request was sent" if last_send <= since else \
+                f"only {last_send - since:.1f}s before the last request was sent"
+            unjudged.append(f"{inst.id} was back {left} (needs {settle:.1f}s to be routed requests)")
+        else:
+            blamed.append(f"{inst.id} (back {last_send - since:.1f}s before the load ended, served nothing)")
+    measured = ", ".join(sorted(served_all)) or "none"
+    if blamed:
+        return V.Check(name, False, measured, want, "missing: " + "; ".join(blamed + unjudged))
+    if unjudged:
+        return V.not_judged(name, measured, want, "; ".join(unjudged) + "; lengthen load.duration or restart sooner")
+    return V.Check(name, True, measured, want)

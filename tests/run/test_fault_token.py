@@ -1,0 +1,108 @@
+"""The run's fault token: generated per run, handed to each replica by its environment (restarts too), sent by
+server_hook, and written nowhere in the run directory or the run's output."""
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from chaos.experiment.model import TargetSpec
+from chaos.run.journal import read_journal
+from chaos.targets.reference import ReferenceTarget
+
+from .conftest import report, start_run, unreverted, wait_journal, writers
+
+HOOKED = """\
+name: hooked
+target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 60s}
+load:
+  workload: chat
+  users: 3
+  duration: 12s
+  output_tokens: 4-8
+  timeouts: {connect: 2s, first_token: 10s, total: 20s}
+faults:
+  - {type: server_hook, at: 2s, instance: r0, fail_fraction: 1.0, duration: 5s}
+  - {type: kill_instance, at: 2s, instance: r1, signal: SIGKILL, restart_after: 1s}
+"""
+
+
+def token_of(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).environ().get("CHAOS_FAULT_TOKEN")
+    except psutil.Error:
+        return None
+
+
+def admin_status(url: str, token: str | None = None) -> int:
+    req = urllib.request.Request(url + "/admin/faults", headers={"x-chaos-fault-token": token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_token_reaches_replicas_and_no_file(tmp_path):
+    f = tmp_path / "hooked.yaml"
+    f.write_text(HOOKED)
+    run_dir = tmp_path / "run"
+    proc = start_run(str(f), run_dir)
+    try:
+        assert wait_journal(run_dir, "target_started", 1, timeout=90), "the target never came up"
+        insts = next(e for e in read_journal(str(run_dir / "journal.jsonl"))
+                     if e["event"] == "target_started")["instances"]
+        r0, r1 = insts
+        token = token_of(r0["pid"])
+        assert token and len(token) >= 32, "each replica gets the run's token in its environment"
+        assert token_of(r1["pid"]) == token
+        refused = admin_status(r0["url"])  # no token: must be refused once the server checks it
+        assert admin_status(r0["url"], token) == 200
+        # r1 is killed at 2 s and restarted: the new process gets the same token.
+        again = lambda: [p for p in writers(run_dir, "replica-r1.log") if p != r1["pid"]]
+        deadline = time.monotonic() + 60
+        while not again() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert again(), "r1 was never restarted"
+        assert token_of(again()[0]) == token
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (0, 1, 4), out[-2000:]
+    rep = report(run_dir)
+    hook = next(x for x in rep["faults"] if x["type"] == "server_hook")
+    assert hook["applied"] and hook["reverted"] and unreverted(run_dir) == []
+    recs = [json.loads(line) for line in open(run_dir / "requests.jsonl")]
+    hit = [x for x in recs if x["status"] == 500 and hook["applied_at"] <= x["t_start"] <= hook["reverted_at"]]
+    assert hit, "fail_fraction 1.0 on r0 must show as HTTP 500s while it is on (the hook was accepted)"
+    assert token not in out
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            assert token not in open(os.path.join(root, name), errors="replace").read(), name
+    if refused == 200:
+        pytest.skip("the replica does not check x-chaos-fault-token yet (server side of item 22 not on main); "
+                    "everything else held")
+    assert refused == 401
+
+
+def spec(**settings) -> TargetSpec:
+    return TargetSpec(kind="reference", name="t", settings={"preset": "tiny", **settings}, source="t.yaml",
+                      replicas=1)
+
+
+def test_allow_remote_only_when_the_target_says_so(tmp_path):
+    local = ReferenceTarget(spec(gateway={}), str(tmp_path))
+    assert "--allow-remote" not in local.command(local.instances[0])
+    assert "--allow-remote" not in local.command(local.gateway)
+    remote = ReferenceTarget(spec(gateway={}, allow_remote=True), str(tmp_path))
+    assert "--allow-remote" in remote.command(remote.instances[0])
+    assert "--allow-remote" in remote.command(remote.gateway)
+    assert local.fault_token != remote.fault_token  # one per run
+    assert all(local.fault_token not in part for part in local.command(local.instances[0]))  # never in argv
+    assert sys.executable in local.command(local.instances[0])
