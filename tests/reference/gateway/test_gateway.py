@@ -1,37 +1,22 @@
 """The gateway with real replicas (and a scripted one) over loopback."""
 
+import itertools
 import json
 import signal
 import time
 
-from chaos.reference.launcher import start_gateway, start_server
+from chaos.reference.launcher import start_gateway
 from tests.load.scripted_server import ScriptedServer
 
 from ..http_util import metric, open_stream, post, read_rest, request, sse
 from .stub import Stub
-
-M = "chaos-reference"
-BODY = {"model": M, "prompt": "gateway", "max_tokens": 6, "temperature": 0, "ignore_eos": True}
-
-
-def replicas(n, *extra, prefix="r"):
-    return [start_server(["--preset", "tiny", "--replica-id", f"{prefix}{i}", "--enable-fault-hooks", *extra])
-            for i in range(n)]
-
-
-def stop(*servers):
-    for s in servers:
-        s.stop()
-
-
-def settings(**kw):
-    return ["--settings", json.dumps({"health_interval_s": 0.2, **kw})]
+from .util import BODY, fault, replicas, settings, stop, unfault
 
 
 def test_sigkill_mid_stream_fails_that_stream_only_and_is_not_retried():
     rs = replicas(2)
     for r in rs:
-        post(r.base_url, "/admin/faults", {"step_delay_ms": 30})
+        fault(r, {"step_delay_ms": 30})
     gw = start_gateway(rs, args=settings())
     try:
         c, resp = open_stream(gw.base_url, {**BODY, "max_tokens": 200})
@@ -54,7 +39,7 @@ def test_sigkill_mid_stream_fails_that_stream_only_and_is_not_retried():
 
 def test_failed_attempts_are_retried_elsewhere_before_streaming():
     rs = replicas(2)
-    post(rs[0].base_url, "/admin/faults", {"fail_fraction": 1.0})
+    fault(rs[0], {"fail_fraction": 1.0})
     gw = start_gateway(rs, args=settings(eject_after_failures=100))
     try:
         for _ in range(4):
@@ -89,7 +74,7 @@ def test_backoff_grows_and_retry_after_is_honoured():
         assert status == 429 and len(s429.arrivals) == 1
         assert headers["retry-after"] == "1" and headers["retry-after-ms"] == "600"
     rs = replicas(1)
-    post(rs[0].base_url, "/admin/faults", {"fail_fraction": 1.0})
+    fault(rs[0], {"fail_fraction": 1.0})
     gw = start_gateway(rs, args=settings(eject_after_failures=100, breaker_min_requests=100, backoff_base_s=0.2))
     try:
         t0 = time.monotonic()
@@ -104,7 +89,7 @@ def test_backoff_grows_and_retry_after_is_honoured():
 
 def test_breaker_opens_probes_and_closes():
     rs = replicas(2)
-    post(rs[0].base_url, "/admin/faults", {"fail_fraction": 1.0})
+    fault(rs[0], {"fail_fraction": 1.0})
     gw = start_gateway(rs, args=settings(eject_after_failures=100, breaker_min_requests=3, breaker_window=4,
                                          breaker_error_rate=0.5, breaker_open_s=1.0))
 
@@ -115,11 +100,11 @@ def test_breaker_opens_probes_and_closes():
         for _ in range(8):
             assert post(gw.base_url, "/v1/completions", BODY)[0] == 200  # retried onto r1
         assert breaker() == "open"
-        request(rs[0].base_url, "DELETE", "/admin/faults")
+        unfault(rs[0])
         time.sleep(1.1)
         seen = set()
         for _ in range(10):
-            status, headers, _ = post(gw.base_url, "/v1/completions", BODY)
+            _, headers, _ = post(gw.base_url, "/v1/completions", BODY)
             seen.add(headers["x-served-by"])
         assert breaker() == "closed" and "r0" in seen  # the half-open probe succeeded; r0 serves again
     finally:
@@ -153,7 +138,7 @@ def test_fallback_order_backup_then_cache_then_503():
 
 def test_admission_control_refuses_with_429():
     rs = replicas(1)
-    post(rs[0].base_url, "/admin/faults", {"step_delay_ms": 50})
+    fault(rs[0], {"step_delay_ms": 50})
     gw = start_gateway(rs, args=["--max-concurrency", "1", "--max-queue", "0", *settings()])
     try:
         c, resp = open_stream(gw.base_url, {**BODY, "max_tokens": 60})
@@ -169,7 +154,7 @@ def test_admission_control_refuses_with_429():
 
 def test_streaming_passes_through_token_by_token():
     rs = replicas(1)
-    post(rs[0].base_url, "/admin/faults", {"step_delay_ms": 40})
+    fault(rs[0], {"step_delay_ms": 40})
     gw = start_gateway(rs, args=settings())
     try:
         def timings(base_url):
@@ -187,9 +172,9 @@ def test_streaming_passes_through_token_by_token():
 
         direct = [timings(rs[0].base_url) for _ in range(5)]
         through = [timings(gw.base_url) for _ in range(5)]
-        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        med = lambda xs: sorted(xs)[len(xs) // 2]
         assert abs(med([d[0] for d in through]) - med([d[0] for d in direct])) < 0.015
-        gaps = [b - a for t in through for a, b in zip(t[:-2], t[1:-1])]
+        gaps = [b - a for t in through for a, b in itertools.pairwise(t[:-1])]
         assert med(gaps) > 0.03  # chunks arrive spread out, as generated: nothing is buffered
     finally:
         stop(gw, *rs)
