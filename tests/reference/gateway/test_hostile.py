@@ -1,0 +1,66 @@
+"""Every hostile request of chaos/selftest/cases.py, sent THROUGH a real gateway to two real replicas: each gets
+the answer a good replica gives (a clear 4xx, or 200 where the input is extreme but valid; never a 5xx), none is
+retried, no replica is ejected, no breaker opens, and a normal request is then served by a primary."""
+
+import json
+
+import pytest
+
+from chaos.reference.launcher import start_gateway
+
+from ..http_util import conn, metric, post, request
+from .util import BODY, M, replicas, settings, state, stop
+
+cases_module = pytest.importorskip("chaos.selftest.cases")
+
+
+@pytest.fixture(scope="module")
+def front():
+    rs = replicas(2)
+    gw = None
+    try:
+        gw = start_gateway(rs, args=settings())
+        yield gw, rs
+    finally:
+        stop(*([gw] if gw else []), *rs)
+
+
+def send(base_url, case):
+    c = conn(base_url, timeout=120)
+    if case.chunked:
+        c.request(case.method, case.path, body=case.chunks(), headers=case.headers, encode_chunked=True)
+    else:
+        c.request(case.method, case.path, body=case.payload() or None, headers=case.headers)
+    r = c.getresponse()
+    raw = r.read()
+    c.close()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = raw[:200]
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+def test_every_hostile_request_through_the_gateway(front):
+    gw, _ = front
+    max_model_len = request(gw.base_url, "GET", "/v1/models")[2]["data"][0]["max_model_len"]
+    cases = cases_module.hostile_cases(M, max_model_len)
+    wrong = []
+    for case in cases:
+        status, headers, body = send(gw.base_url, case)
+        if status not in case.expect:
+            wrong.append(f"{case.name}: {status} (want {case.expect}) {str(body)[:160]}")
+            continue
+        if status >= 400:
+            if not (isinstance(body, dict) and set(body.get("error", {})) == {"message", "type", "param", "code"}):
+                wrong.append(f"{case.name}: {status} without an OpenAI-shaped body: {str(body)[:160]}")
+            elif case.param is not None and body["error"]["param"] != case.param:
+                wrong.append(f"{case.name}: param {body['error']['param']!r}, want {case.param!r}")
+        if headers.get("x-gateway-attempts", "1") != "1":
+            wrong.append(f"{case.name}: retried ({headers['x-gateway-attempts']} attempts)")
+    assert not wrong, f"{len(wrong)} of {len(cases)} cases:\n" + "\n".join(wrong)
+    assert metric(gw.base_url, "gateway:retries_total") == 0  # no retry storm: a client's error is its own
+    st = state(gw)["primary"]
+    assert all(u["state"] == "up" and u["breaker"] == "closed" for u in st.values()), st
+    status, headers, _ = post(gw.base_url, "/v1/completions", BODY)
+    assert status == 200 and headers["x-served-by"] in st
