@@ -11,9 +11,11 @@ Only the standard library: no torch, nothing of chaos.reference.
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 JSON = {"Content-Type": "application/json"}
 MB = 2**20
@@ -199,3 +201,31 @@ def hostile_cases(model: str = "chaos-reference", max_model_len: int = 1024) -> 
         headers={**JSON, "x-chaos-fault-token": "not-the-token"})
     add("fault list without a token", "/admin/faults", b"", expect=(401, 404), method="GET")
     return cases
+
+
+def send(case: HostileCase, base_url: str, timeout: float = 60.0, headers: dict | None = None):
+    """Send one case over plain HTTP/1.1: (status, lowercased headers, parsed JSON body or text). status is None
+    when the connection broke before any answer (a good server always answers). headers are added (a token)."""
+    u = urlparse(base_url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    h = {**case.headers, **(headers or {})}
+    try:
+        try:
+            if case.chunked:
+                c.request(case.method, case.path, body=case.chunks(), headers=h, encode_chunked=True)
+            else:
+                c.request(case.method, case.path, body=case.payload(), headers=h)
+        except OSError:
+            pass  # the server may answer (413) and stop reading before the body is sent: read its answer
+        try:
+            r = c.getresponse()
+            raw = r.read()
+        except (OSError, http.client.HTTPException) as e:
+            return None, {}, repr(e)
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, parsed
+    finally:
+        c.close()

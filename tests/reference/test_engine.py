@@ -204,3 +204,97 @@ def test_batched_sampling_draws_from_the_right_distribution():
     seqs = [Sequence(str(i), [1], SamplingParams(temperature=0.05 if i % 2 else 1.0)) for i in range(len(logits))]
     ids = torch.tensor(sampler(logits, seqs))
     assert (ids[1::2] == 0).float().mean() > 0.99 and (ids[0::2] == 0).float().mean() < 0.6
+
+
+# -- one request's failure is that request's alone --------------------------------------------------------------
+
+def hostile(**kw) -> SamplingParams:
+    """Params that passed validation, then changed as a buggy caller could: what the engine must survive."""
+    p = SamplingParams(temperature=1.0, seed=1, max_tokens=24)
+    for k, v in kw.items():
+        setattr(p, k, v)
+    return p
+
+
+def test_a_row_the_sampler_cannot_draw_fails_alone_and_the_batch_goes_on():
+    ps = prompts(4, seed=7)
+    expected = run_alone(make_engine(), ps)
+    e = make_engine()
+    outs = e.generate(ps + prompts(1, seed=8), [GREEDY] * 4 + [hostile(seed=2**64)])  # past torch's manual_seed
+    assert [o.token_ids for o in outs[:4]] == expected
+    assert outs[4].finish_reason == "error" and outs[4].error_status == 500 and "sampling" in outs[4].error
+    assert e.block_manager.num_used_blocks == 0
+    e.block_manager.check_invariants([])
+    assert e.generate(ps[:1], GREEDY)[0].token_ids == expected[0]  # and it serves on
+
+
+def test_a_failure_after_sampling_fails_that_request_alone():
+    e = make_engine()
+    ps = prompts(2, seed=9)
+    e.add_request("ok", ps[0], GREEDY)
+    e.add_request("bad", ps[1], GREEDY)
+    e.texts["bad"].stop = (5,)  # its text assembly now raises TypeError on its first token
+    done = {}
+    for _ in range(200):
+        for out in e.step():
+            if out.finished:
+                done[out.request_id] = out
+        if len(done) == 2:
+            break
+    assert done["bad"].finish_reason == "error" and done["bad"].error_status == 500
+    assert done["ok"].finish_reason == "length" and done["ok"].num_output_tokens == GREEDY.max_tokens
+    assert e.block_manager.num_used_blocks == 0 and not e.seqs
+
+
+def test_add_request_refuses_token_ids_past_the_vocabulary_and_registers_nothing():
+    e = make_engine()
+    with pytest.raises(ValueError, match="token ids"):
+        e.add_request("bad", [256, 10**6], GREEDY)  # else the embedding raises mid-step, for the whole batch
+    assert not e.seqs and not e.texts and len(e.scheduler) == 0
+    assert e.generate(prompts(1), GREEDY)[0].finish_reason == "length"
+
+
+def test_sampling_params_refuse_what_would_break_a_step():
+    for kw in ({"seed": 2**64}, {"seed": -2**63 - 1}, {"temperature": float("nan")}, {"top_p": float("nan")},
+               {"top_k": -1}, {"max_tokens": 0}, {"seed": True}):
+        with pytest.raises(ValueError):
+            SamplingParams(**kw)
+    assert SamplingParams(seed=2**64 - 1).seed == 2**64 - 1 and SamplingParams(seed=-2**63).seed == -2**63
+
+
+def test_async_engine_fails_a_bad_request_alone_and_serves_on():
+    import asyncio
+
+    from chaos.reference.config import EngineConfig, preset
+    from chaos.reference.engine.async_engine import AsyncEngine
+
+    async def main():
+        eng = AsyncEngine(EngineConfig(model=preset("tiny"), max_model_len=1024))
+        eng.start()
+        try:
+            outs = [o async for o in eng.generate("ids", [256, 10**6], GREEDY)]
+            assert outs[-1].finish_reason == "error" and outs[-1].error_status == 400
+            outs = [o async for o in eng.generate("seed", [256, 65, 66], hostile(seed=-2**63 - 1))]
+            assert outs[-1].finish_reason == "error" and outs[-1].error_status == 500
+            good = [o async for o in eng.generate("ok", [256, 65, 66], GREEDY)]
+            assert good[-1].finish_reason == "length" and eng.dead is None
+            assert eng.engine.block_manager.num_used_blocks == 0
+        finally:
+            eng.shutdown()
+
+    asyncio.run(main())
+
+
+def test_top_k_keeps_only_the_k_most_likely():
+    from chaos.reference.engine.sampler import Sampler
+    from chaos.reference.engine.sequence import Sequence
+
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    logits = probs.log().repeat(4000, 1)
+    sampler = Sampler(torch.device("cpu"), 4)
+    sampler.generator.manual_seed(0)
+    seqs = [Sequence(str(i), [1], SamplingParams(temperature=1.0, top_k=2 if i % 2 else 0)) for i in range(4000)]
+    ids = torch.tensor(sampler(logits, seqs))
+    k2 = torch.bincount(ids[1::2], minlength=4).float() / 2000
+    assert k2[2:].sum() == 0 and torch.allclose(k2[:2], torch.tensor([4 / 7, 3 / 7]), atol=0.04)
+    assert (ids[0::2] >= 2).any()  # top_k 0 (every token) in the same batch still draws the tail
