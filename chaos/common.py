@@ -19,23 +19,40 @@ import psutil
 # -- durations and percentages ------------------------------------------------------------------------------
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def parse_duration(text) -> float:
-    """'90s', '2m', '1.5h', '250ms' or a number of seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    m = _DURATION.match(str(text))
-    if not m:
+    """'90s', '2m', '1.5h', '250ms' or a number of seconds: finite and not negative (what bounds it further
+    is the caller's to say)."""
+    if isinstance(text, bool):
         raise ValueError(f"bad duration {text!r}: write e.g. 30s, 2m, 1h or 250ms")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
+    if isinstance(text, (int, float)):
+        v = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise ValueError(f"bad duration {text!r}: write e.g. 30s, 2m, 1h or 250ms")
+        v = float(m.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"bad duration {text!r}: a duration is a finite number of seconds, 0 or more")
+    return v
 
 
 def parse_percent(v) -> float:
-    """'5%', '0.1%' or a fraction (0.05) -> a fraction."""
+    """'5%', '0.1%' or a fraction (0.05) -> a fraction from 0 to 1."""
     if isinstance(v, str):
-        return float(v.strip().rstrip("%")) / 100
-    return float(v)
+        m = _PERCENT.match(v)
+        if not m:
+            raise ValueError(f"bad percentage {v!r}: write e.g. 0.1%, 50% or a fraction such as 0.05")
+        out = float(m.group(1)) / 100
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        out = float(v)
+    else:
+        raise ValueError(f"bad percentage {v!r}: write e.g. 0.1%, 50% or a fraction such as 0.05")
+    if not 0 <= out <= 1:  # NaN fails this too
+        raise ValueError(f"bad percentage {v!r}: a fraction is from 0 to 1 (0% to 100%)")
+    return out
 
 
 # -- Retry-After ---------------------------------------------------------------------------------------------

@@ -1,19 +1,28 @@
-"""Load YAML experiment and target files with positions, so every error names file:line:column.
+"""Read YAML experiment and target files with positions, so every error names file:line:column.
 
-Problems are collected, not raised one at a time: a user fixing a file sees all of them.
+Reading is bounded: a file is at most MAX_BYTES, MAX_NODES values (counted after aliases are expanded, so an
+alias bomb stops at the limit instead of filling memory), MAX_DEPTH deep and MAX_ALIASES alias uses; an alias
+that points into itself is refused instead of recursing. Merge keys (`<<: *anchor`) are supported, and a value
+merged in keeps the position where it is written. Problems are collected, not raised one at a time: a user
+fixing a file sees all of them.
 """
 
 from __future__ import annotations
 
-import difflib
+import math
 import os
-import re
+import stat
 
-import jsonschema
 import yaml
 
-
-VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+MAX_BYTES = 256 * 1024  # the largest shipped file is ~2 KB
+MAX_NODES = 10_000
+MAX_DEPTH = 32  # the schema nests 5 deep (target.gateway.breaker.error_rate)
+MAX_ALIASES = 100
+# Only files named like YAML may have their parser's complaint quoted back: it can carry a token of the file,
+# and a file named by mistake (target: /etc/shadow) must never be echoed.
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class ExperimentError(Exception):
@@ -52,161 +61,206 @@ def dotted(path: Path) -> str:
     return out
 
 
-def parse_yaml(text: str, file: str) -> Located:
-    try:
-        loader = yaml.SafeLoader(text)
+class _Refused(Exception):
+    """A limit or a structural rule broken at a mark of the file."""
+
+    def __init__(self, mark, message: str):
+        super().__init__(message)
+        self.mark, self.message = mark, message
+
+
+def _at(file: str, mark) -> str:
+    return f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{file}:1:1"
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer counts what it builds (PyYAML's composer recurses once per level)."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._nodes = self._depth = self._aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Refused(self.peek_event().start_mark, f"more than {MAX_ALIASES} aliases (*name) in one "
+                                                             f"file; write the values out")
+            return super().compose_node(parent, index)
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise _Refused(self.peek_event().start_mark, f"more than {MAX_NODES:,} values in one file")
+        self._depth += 1
         try:
-            root = loader.get_single_node()
+            if self._depth > MAX_DEPTH:
+                raise _Refused(self.peek_event().start_mark, f"nested more than {MAX_DEPTH} deep")
+            return super().compose_node(parent, index)
         finally:
-            loader.dispose()
+            self._depth -= 1
+
+
+def _compose(text: str, file: str, role: str):
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_node()
+    except _Refused as e:
+        raise ExperimentError([f"{_at(file, e.mark)}: {e.message}"]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
-        raise ExperimentError([f"{where}: YAML syntax error: {e.problem or e.context}"]) from None
-    except yaml.YAMLError as e:
-        raise ExperimentError([f"{file}: YAML error: {e}"]) from None
-    if root is None:
-        raise ExperimentError([f"{file}:1:1: the file is empty"])
-    values: dict = {}
-    keys: dict = {}
-    problems: list[str] = []
-    constructor = yaml.SafeLoader("")
-
-    def build(node, path):
-        values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            out = {}
-            for k_node, v_node in node.value:
-                k = constructor.construct_object(k_node, deep=True)
-                if not isinstance(k, str):
-                    problems.append(f"{file}:{k_node.start_mark.line + 1}:{k_node.start_mark.column + 1}: "
-                                    f"keys must be strings, got {k!r}")
-                    continue
-                if k in out:
-                    problems.append(f"{file}:{k_node.start_mark.line + 1}:{k_node.start_mark.column + 1}: "
-                                    f"{dotted(path + (k,))}: duplicate key")
-                keys[path + (k,)] = (k_node.start_mark.line + 1, k_node.start_mark.column + 1)
-                out[k] = build(v_node, path + (k,))
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [build(n, path + (i,)) for i, n in enumerate(node.value)]
-        return constructor.construct_object(node, deep=True)
-
-    try:
-        data = build(root, ())
-    except yaml.YAMLError as e:
-        raise ExperimentError([f"{file}: YAML error: {e}"]) from None
-    if problems:
-        raise ExperimentError(problems)
-    return Located(file, data, values, keys)
+        if file.lower().endswith(YAML_SUFFIXES):
+            raise ExperimentError([f"{_at(file, mark)}: YAML syntax error: {e.problem or e.context}"]) from None
+        raise ExperimentError([f"{_at(file, mark)}: not {role} file: not valid YAML (and not named "
+                               f".yaml)"]) from None
+    except yaml.YAMLError:
+        raise ExperimentError([f"{file}:1:1: not valid YAML"]) from None
+    finally:
+        loader.dispose()
 
 
-def read_file(path: str) -> Located:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ExperimentError([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExperimentError([f"{path}: cannot read: {e}"]) from None
-    return parse_yaml(text, path)
+class _Builder:
+    """Turns a composed node graph into Python values, recording positions, expanding aliases and merges."""
 
+    def __init__(self, file: str):
+        self.file = file
+        self.values: dict = {}
+        self.keys: dict = {}
+        self.problems: list[str] = []
+        self.count = 0
+        self.merged = 0  # entries looked at while resolving merges (a list of aliases can repeat them)
+        self.open: set[int] = set()  # nodes being built: reaching one again is a cycle
+        self.constructor = yaml.SafeLoader("")
 
-def substitute(doc: Located, variables: dict[str, str]) -> list[str]:
-    """Replace ${NAME} and ${NAME:-default} in string values, in place. Returns problems."""
-    problems: list[str] = []
+    def build(self, node, path):
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _Refused(node.start_mark, f"the file expands to more than {MAX_NODES:,} values (aliases repeat "
+                                            f"what they point to); write less, or repeat less")
+        if len(path) >= MAX_DEPTH:
+            raise _Refused(node.start_mark, f"nested more than {MAX_DEPTH} deep (counting what aliases expand to)")
+        self.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.ScalarNode):
+            return self.scalar(node)
+        if id(node) in self.open:
+            raise _Refused(node.start_mark, "an alias refers to a node that contains it (a cycle)")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.build(n, path + (i,)) for i, n in enumerate(node.value)]
+            return self.mapping(node, path)
+        finally:
+            self.open.discard(id(node))
 
-    def sub(value, path):
-        if isinstance(value, dict):
-            for k in value:
-                value[k] = sub(value[k], path + (k,))
-            return value
-        if isinstance(value, list):
-            return [sub(v, path + (i,)) for i, v in enumerate(value)]
-        if not isinstance(value, str) or "${" not in value:
-            return value
+    def scalar(self, node):
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError:
+            raise _Refused(node.start_mark, "a value this loader cannot build (YAML tags other than the core "
+                                            "ones are not supported)") from None
 
-        def one(m):
-            name, default = m.group(1), m.group(2)
-            if name in variables:
-                return str(variables[name])
-            if default is not None:
-                return default
-            problems.append(doc.problem(path, f"${{{name}}} is not set: pass --var {name}=VALUE, declare it "
-                                              f"under vars:, or export it"))
-            return m.group(0)
-
-        whole = VAR_REF.fullmatch(value)
-        out = VAR_REF.sub(one, value)
-        if whole and out != value:
-            try:  # a whole-value reference keeps YAML's typing: ${USERS} -> 8, not "8"
-                return yaml.safe_load(out)
-            except yaml.YAMLError:
-                return out
+    def entries(self, node) -> list:
+        """(key node, value node) pairs with merges resolved: keys written here win, then earlier merges."""
+        own, merged = [], []
+        for k_node, v_node in node.value:
+            if k_node.tag != MERGE_TAG:
+                own.append((k_node, v_node))
+                continue
+            sources = v_node.value if isinstance(v_node, yaml.SequenceNode) else [v_node]
+            for src in sources:
+                if not isinstance(src, yaml.MappingNode):
+                    raise _Refused(src.start_mark, "<< (merge) takes a mapping or a list of mappings, usually "
+                                                   "an alias such as <<: *defaults")
+                if id(src) in self.open:
+                    raise _Refused(src.start_mark, "an alias refers to a node that contains it (a cycle)")
+                self.merged += 1 + len(src.value)
+                if self.merged > MAX_NODES:
+                    raise _Refused(src.start_mark, f"merges (<<) expand to more than {MAX_NODES:,} entries")
+                self.open.add(id(src))
+                try:
+                    merged += self.entries(src)
+                finally:
+                    self.open.discard(id(src))
+        seen = {k.value for k, _ in own if isinstance(k, yaml.ScalarNode)}
+        out = list(own)
+        for k_node, v_node in merged:
+            name = k_node.value if isinstance(k_node, yaml.ScalarNode) else None
+            if name not in seen:
+                seen.add(name)
+                out.append((k_node, v_node))
         return out
 
-    doc.data = sub(doc.data, ())
-    return problems
+    def mapping(self, node, path):
+        out = {}
+        own = {id(k) for k, _ in node.value}
+        for k_node, v_node in self.entries(node):
+            where = _at(self.file, k_node.start_mark)
+            if not isinstance(k_node, yaml.ScalarNode) or not isinstance(k := self.scalar(k_node), str):
+                self.problems.append(f"{where}: keys must be strings")
+                continue
+            if k in out:
+                if id(k_node) in own:
+                    self.problems.append(f"{where}: {dotted(path + (k,))}: duplicate key")
+                continue
+            self.keys[path + (k,)] = (k_node.start_mark.line + 1, k_node.start_mark.column + 1)
+            out[k] = self.build(v_node, path + (k,))
+        return out
 
 
-def _describe(schema: dict) -> str:
-    if "description" in schema:
-        return schema["description"]
-    if "enum" in schema:
-        return "one of " + ", ".join(map(str, schema["enum"]))
-    return "valid here"
+def parse_yaml(text: str, file: str, role: str = "an experiment or target") -> Located:
+    root = _compose(text, file, role)
+    if root is None:
+        raise ExperimentError([f"{file}:1:1: the file is empty"])
+    b = _Builder(file)
+    try:
+        data = b.build(root, ())
+    except _Refused as e:
+        raise ExperimentError([f"{_at(file, e.mark)}: {e.message}"]) from None
+    if b.problems:
+        raise ExperimentError(b.problems)
+    return Located(file, data, b.values, b.keys)
 
 
-def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
-    """Schema problems of doc.data (or of the sub-document at base), each with file:line:col."""
-    instance = doc.data
-    for p in base:
-        instance = instance[p]
-    validator = jsonschema.Draft202012Validator(root_schema)
+def read_file(path: str, role: str = "an experiment or target") -> Located:
+    """A regular file of at most MAX_BYTES, read and parsed; anything else is refused without reading it."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ExperimentError([f"{path}: not a regular file; give an experiment or target file"])
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ExperimentError([f"{path}: no such file"]) from None
+    except OSError as e:
+        raise ExperimentError([f"{path}: cannot read: {e.strerror or e}"]) from None
+    if len(raw) > MAX_BYTES:
+        line = raw[:MAX_BYTES].count(b"\n") + 1
+        raise ExperimentError([f"{path}:{line}:1: the file passes the {MAX_BYTES // 1024} KiB limit of experiment "
+                               f"and target files here (it is at least {len(raw):,} bytes)"])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ExperimentError([f"{path}:{line}:1: not UTF-8 text (byte {e.start}); experiment and target files "
+                               f"are UTF-8 YAML"]) from None
+    return parse_yaml(text, path, role)
+
+
+def nonfinite(doc: Located) -> list[str]:
+    """Every float that is not finite (.inf, .nan): no setting here means infinity, and NaN passes every
+    comparison the schema makes."""
     problems: list[str] = []
-    seen = set()
-    for err in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
-        path = tuple(base) + tuple(err.absolute_path)
-        v = err.validator
-        if v in ("if", "allOf"):
-            continue
-        if v == "additionalProperties":
-            allowed = sorted(err.schema.get("properties", {}))
-            for key in err.instance:
-                if key in err.schema.get("properties", {}):
-                    continue
-                hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-                msg = f"unknown key {key!r}"
-                if key in ("api_key", "key", "token", "password", "secret"):
-                    msg += "; secrets come only from the environment: name the variable with api_key_env"
-                elif hint:
-                    msg += f" (did you mean {hint[0]!r}?)"
-                else:
-                    msg += f"; allowed here: {', '.join(allowed)}"
-                problems.append(doc.problem(path + (key,), msg, key=True))
-            continue
-        if v == "required":
-            missing = err.message.split("'")[1] if "'" in err.message else err.message
-            msg = f"missing required key {missing!r}"
-        elif v == "enum":
-            hint = difflib.get_close_matches(str(err.instance), [str(x) for x in err.validator_value], n=1,
-                                             cutoff=0.5)
-            msg = f"{err.instance!r} is not one of {', '.join(map(str, err.validator_value))}"
-            if hint:
-                msg += f" (did you mean {hint[0]!r}?)"
-        elif v in ("anyOf", "oneOf"):
-            shown = repr(err.instance) if not isinstance(err.instance, (dict, list)) else "this value"
-            msg = f"{shown} is not {_describe(err.schema)}"
-        elif v == "type":
-            msg = f"expected {err.validator_value}, got {type(err.instance).__name__} {err.instance!r}"[:160]
-        elif v == "const":
-            msg = f"{err.instance!r} is not {err.validator_value!r}"
-        else:
-            msg = err.message[:200]
-        line = doc.problem(path, msg)
-        if line not in seen:
-            seen.add(line)
-            problems.append(line)
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, path + (k,))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, path + (i,))
+        elif isinstance(v, float) and not math.isfinite(v):
+            problems.append(doc.problem(path, f"{v!r} is not a finite number; give a finite value in the "
+                                              f"range the key allows (see `chaos schema`)"))
+
+    walk(doc.data, ())
     return problems
 
 

@@ -1,15 +1,22 @@
-"""Experiments as typed objects, built from validated files with semantic checks of their own."""
+"""Experiments as typed objects, built from validated files with semantic checks of their own.
+
+Everything a run may write about an experiment comes from its public form: labels (description, names) and
+`resolved` have secret variables masked, and `mask` scrubs them (and the API key) from anything else.
+"""
 
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
-from ..load.shapes import SHAPES
 from . import schema as S
-from .loader import ExperimentError, Located, locate_target, read_file, substitute, validate
+from .checks import load_duration, run_would_build, semantic_checks, target_checks
+from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
+from .validation import validate
+from .variables import Masker, Variables, substitute
+
+EXPERIMENT_KEYS = ("name", "target", "load")
 
 
 @dataclass(slots=True)
@@ -38,6 +45,8 @@ class TargetSpec:
     source: str  # file it came from
     replicas: int = 1
     startup_timeout: float = 60.0
+    ignore_eos: bool = True  # the load sends vLLM's ignore_eos when the workload fixes the output length
+    allow_remote: bool = False  # replicas may listen beyond loopback / base_url may be remote
 
     @property
     def starts_processes(self) -> bool:
@@ -67,73 +76,97 @@ class Experiment:
     verify: dict = field(default_factory=dict)
     abort_error_rate: float | None = None
     abort_for: float = 10.0
-    resolved: dict = field(default_factory=dict)  # the document after ${VAR} substitution
+    resolved: dict = field(default_factory=dict)  # public: the document after ${VAR}s, secrets masked
+    mask: Masker = field(default_factory=Masker)  # mask(str or JSON-like) -> a copy with secrets scrubbed
 
     @property
     def load_duration(self) -> float:
         return load_duration(self.load)
 
 
-def load_duration(load: dict) -> float:
-    """How long a load: section runs (its steps, or its duration)."""
-    if "steps" in load:
-        return len(load["steps"]) * parse_duration(load.get("step_duration", "30s"))
-    return parse_duration(load.get("duration", "60s"))
-
-
 DURATION_PARAMS = {"restart_after", "duration"}
 
 
-def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, dict]:
-    doc = read_file(path_or_doc) if isinstance(path_or_doc, str) else path_or_doc
-    problems = substitute(doc, {**os.environ, **(cli_vars or {})}) or validate(doc, S.TARGET_FILE)
+def _is_target(data) -> bool:
+    return isinstance(data, dict) and "kind" in data
+
+
+def _not_a_target(file: str) -> ExperimentError:
+    # Never quote what the file holds: it may be any file at all (target: /etc/shadow).
+    return ExperimentError([f"{file}:1:1: not a target file: a target file is a YAML mapping with kind: "
+                            f"({', '.join(sorted(S.TARGET_KINDS))}) at its top level"])
+
+
+def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
+    """Substitute and validate a target file; returns its variables and public form."""
+    own = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
+    tvars = variables.with_defaults(own)
+    raw = copy.deepcopy(doc.data)
+    problems, public = substitute(doc, tvars)
+    problems = problems or nonfinite(doc) or validate(doc, S.TARGET_FILE)
+    problems = problems or target_checks(doc, (), raw)
     if problems:
         raise ExperimentError(problems)
-    return _target_spec(doc.data, doc.file), doc.data
+    return tvars, public
 
 
-def _target_spec(d: dict, source: str) -> TargetSpec:
-    return TargetSpec(kind=d["kind"], name=d.get("name") or d["kind"], settings=d, source=source,
+def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, dict]:
+    doc = read_file(path_or_doc, role="a target") if isinstance(path_or_doc, str) else path_or_doc
+    if not _is_target(doc.data):
+        raise _not_a_target(doc.file)
+    _, public = _target_doc(doc, Variables({}, cli_vars))
+    return _target_spec(doc.data, doc.file, public), doc.data
+
+
+def _target_spec(d: dict, source: str, public: dict) -> TargetSpec:
+    return TargetSpec(kind=d["kind"], name=public.get("name") or d["kind"], settings=d, source=source,
                       replicas=int(d.get("replicas", 1)),
-                      startup_timeout=parse_duration(d.get("startup_timeout", 120 if d["kind"] == "docker" else 60)))
+                      startup_timeout=parse_duration(d.get("startup_timeout", 120 if d["kind"] == "docker" else 60)),
+                      ignore_eos=d.get("ignore_eos", True), allow_remote=d.get("allow_remote", False))
 
 
 def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experiment:
-    doc = read_file(path)
-    if not isinstance(doc.data, dict):
-        raise ExperimentError([f"{path}:1:1: an experiment file is a mapping (name:, target:, load:, ...)"])
+    doc = read_file(path, role="an experiment")
+    if not isinstance(doc.data, dict) or not any(k in doc.data for k in EXPERIMENT_KEYS):
+        hint = " (this is a target file: name it from an experiment with target: FILE)" if _is_target(
+            doc.data) else ""
+        raise ExperimentError([f"{path}:1:1: not an experiment file: an experiment is a YAML mapping with "
+                               f"name:, target: and load: at its top level{hint}"])
+    raw = copy.deepcopy(doc.data)
     declared = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
-    # --var beats the environment, which beats the file's declared defaults.
-    variables = {**{k: str(v) for k, v in declared.items()}, **os.environ, **(cli_vars or {})}
-    problems = substitute(doc, variables)
+    variables = Variables(declared, cli_vars)
+    problems, public = substitute(doc, variables)
     if problems:  # the unresolved values would only add confusing type errors
         raise ExperimentError(problems)
-    problems = validate(doc, S.EXPERIMENT)
+    problems = nonfinite(doc) or validate(doc, S.EXPERIMENT)
     if problems:
         raise ExperimentError(problems)
     d = doc.data
+    if public["name"] != d["name"]:
+        raise ExperimentError([doc.problem(("name",), "a secret variable cannot be part of the name: the name "
+                                                      "is written into the run directory's path")])
 
     # The target: a file (validated against the target schema, with its own positions) or inline.
-    tref = d["target"]
+    tref, tvars = d["target"], variables
     if isinstance(tref, str):
         found = locate_target(tref, path)
         if found is None:
             raise ExperimentError([doc.problem(("target",), f"target file {tref!r} not found (looked beside "
                                                             f"{path} and in the current directory)")])
-        tdoc = read_file(found)
-        tprobs = substitute(tdoc, variables) or validate(tdoc, S.TARGET_FILE)
-        if tprobs:
-            raise ExperimentError(tprobs)
-        target = _target_spec(tdoc.data, found)
-        target_doc = tdoc.data
+        tdoc = read_file(found, role="a target")
+        if not _is_target(tdoc.data):
+            raise _not_a_target(found)
+        tvars, target_public = _target_doc(tdoc, variables)
+        target = _target_spec(tdoc.data, found, target_public)
     else:
         tprobs = validate(doc, S.TARGET_FILE, base=("target",))
+        tprobs = tprobs or target_checks(doc, ("target",), raw.get("target"))
         if tprobs:
             raise ExperimentError(tprobs)
-        target = _target_spec(tref, path)
-        target_doc = tref
+        target_public = public["target"]
+        target = _target_spec(tref, path, target_public)
 
-    problems += _semantic_checks(doc, target)
+    problems += semantic_checks(doc, target)
     if isinstance(d["load"].get("replay"), str):
         found = locate_target(d["load"]["replay"], path)
         if found is None:
@@ -141,6 +174,7 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
                                                             f"(looked beside {path} and in the current directory)"))
         else:
             d["load"]["replay"] = found
+    problems = problems or run_would_build(doc, target)
     if problems:
         raise ExperimentError(problems)
 
@@ -149,57 +183,16 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
     for i, f in enumerate(d.get("faults") or []):
         params = {k: (parse_duration(v) if k in DURATION_PARAMS else v) for k, v in f.items()
                   if k not in ("type", "at", "name")}
-        faults.append(FaultSpec(i, f["type"], parse_duration(f["at"]), f.get("name") or f"{f['type']}#{i}", params))
+        label = public["faults"][i].get("name") or f"{f['type']}#{i}"
+        faults.append(FaultSpec(i, f["type"], parse_duration(f["at"]), label, params))
     abort = d.get("abort_when") or {}
-    resolved = copy.deepcopy(d)
-    resolved["target"] = target_doc
-    return Experiment(name=d["name"], description=d.get("description", ""), path=path, target=target,
+    resolved = copy.deepcopy(public)
+    resolved["target"] = copy.deepcopy(target_public)
+    secrets = sorted(set(variables.secret_values()) | set(tvars.secret_values()))
+    return Experiment(name=d["name"], description=public.get("description", ""), path=path, target=target,
                       load=d["load"], steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
                       faults=faults, verify=d.get("verify") or {},
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
-                      abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved)
-
-
-def _semantic_checks(doc: Located, target: TargetSpec) -> list[str]:
-    d, problems = doc.data, []
-    load = d["load"]
-    shapes = [k for k in SHAPES if k in load]
-    if len(shapes) > 1:
-        problems.append(doc.problem(("load", shapes[1]), f"choose one load shape, not {' and '.join(shapes)}"))
-    if "workload" in load and "mix" in load:
-        problems.append(doc.problem(("load", "mix"), "give workload or mix, not both"))
-    for name in (load.get("mix") or {}):
-        if name not in S.LOAD["properties"]["workload"]["enum"]:
-            problems.append(doc.problem(("load", "mix", name), f"unknown workload {name!r}", key=True))
-    if (load.get("workload") == "replay" or "replay_speed" in load) and "replay" not in load:
-        problems.append(doc.problem(("load",), "the replay workload needs load.replay: FILE"))
-    total = load_duration(load)
-    for i, f in enumerate(d.get("faults") or []):
-        at = parse_duration(f["at"])
-        if at >= total:
-            problems.append(doc.problem(("faults", i, "at"), f"at {at:g}s is not before the end of the load "
-                                                             f"({total:g}s): the fault would never run"))
-        if f["type"] in ("kill_instance", "pause_instance", "server_hook") and not target.starts_processes:
-            problems.append(doc.problem(("faults", i, "type"), f"{f['type']} needs a target the run starts "
-                                                               f"(reference, process, docker), not {target.kind}"))
-        if f["type"] == "server_hook" and target.kind != "reference":
-            problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
-        if f["type"] == "server_hook" and not any(k in f for k in ("step_delay_ms", "hang_s", "kv_block_cap",
-                                                                     "fail_fraction")):
-            problems.append(doc.problem(("faults", i), "server_hook needs one of step_delay_ms, hang_s, "
-                                                       "kv_block_cap, fail_fraction"))
-        inst = f.get("instance")
-        ids = {f"r{i}" for i in range(target.replicas)} | {
-            f"b{i}" for i in range(((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0))} | (
-            {"gw"} if target.settings.get("gateway") is not None else set())
-        if target.kind == "reference" and isinstance(inst, str) and inst not in ("random", "all") and inst not in ids:
-            problems.append(doc.problem(("faults", i, "instance"), f"no instance {inst!r}; this target has "
-                                                                   f"{', '.join(sorted(ids))}"))
-        if isinstance(inst, int) and inst >= target.replicas:
-            problems.append(doc.problem(("faults", i, "instance"), f"instance {inst} does not exist: the target "
-                                                                   f"has {target.replicas} (0-{target.replicas - 1})"))
-        if f.get("count", 1) > target.replicas:
-            problems.append(doc.problem(("faults", i, "count"), f"count {f['count']} exceeds the "
-                                                                f"{target.replicas} instances"))
-    return problems
+                      abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
+                      mask=Masker(secrets, target.settings.get("api_key_env")))

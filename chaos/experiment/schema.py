@@ -2,17 +2,56 @@
 
 from __future__ import annotations
 
-DURATION = {"description": "a duration: 30s, 2m, 1h, 250ms, or a number of seconds",
-            "anyOf": [{"type": "number", "minimum": 0},
-                      {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h)?\s*$"}]}
-PERCENT = {"description": "a fraction: 0.1%, 50%, or a number from 0 to 1",
-           "anyOf": [{"type": "number", "minimum": 0, "maximum": 1},
-                     {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*%\s*$"}]}
-RANGE = {"description": "an integer or a range like 200-500",
-         "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\s*\d+(\s*-\s*\d+)?\s*$"}]}
+WEEK = 7 * 24 * 3600
+MAX_USERS = 100_000
+MAX_TOKENS = 1_000_000
+
+
+def duration(positive: bool = False, maximum: float = WEEK) -> dict:
+    """A duration: a number of seconds, or text such as 30s, 2m, 1h, 250ms. Text is range-checked by x-chaos."""
+    low = "more than 0" if positive else "from 0"
+    text = f"a duration {low} to {maximum:g}s ({maximum / 86400:g} days): 30s, 2m, 1h, 250ms, or seconds"
+    number = {"type": "number", "maximum": maximum, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
+    return {"description": text,
+            "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*(ms|s|m|h)?\s*$"}],
+            "x-chaos": {"kind": "duration", "min": 0, "max": maximum, "exclusive_min": positive, "text": text}}
+
+
+def percent(positive: bool = False) -> dict:
+    low = "more than 0%" if positive else "0%"
+    text = f"a fraction from {low} to 100%: 0.1%, 50%, or a number from 0 to 1"
+    number = {"type": "number", "maximum": 1, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
+    return {"description": text,
+            "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*%\s*$"}],
+            "x-chaos": {"kind": "percent", "min": 0, "max": 1, "exclusive_min": positive, "text": text}}
+
+
+def integer(minimum: int, maximum: int, description: str = "") -> dict:
+    d = {"type": "integer", "minimum": minimum, "maximum": maximum}
+    return {**d, "description": description} if description else d
+
+
+def number(minimum: float, maximum: float, exclusive: bool = False) -> dict:
+    return {"type": "number", "maximum": maximum,
+            **({"exclusiveMinimum": minimum} if exclusive else {"minimum": minimum})}
+
+
+DURATION = duration()
+POSITIVE = duration(positive=True)  # a window, a timeout, a period: zero would mean nothing
+PERCENT = percent()
+_RANGE_TEXT = f"an integer from 1 to {MAX_TOKENS:,}, or a range LO-HI such as 200-500 (LO <= HI)"
+RANGE = {"description": _RANGE_TEXT,
+         "anyOf": [integer(1, MAX_TOKENS), {"type": "string", "pattern": r"^\s*\d{1,9}(\s*-\s*\d{1,9})?\s*$"}],
+         "x-chaos": {"kind": "tokens", "min": 1, "max": MAX_TOKENS, "text": _RANGE_TEXT}}
 SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
 INSTANCE = {"description": "an instance index (0-based), random, or a replica id such as r1 or b0",
-            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]*$"}]}
+            "anyOf": [integer(0, 15), {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$"}]}
+TIMEOUT = {"description": POSITIVE["description"] + "; or auto", "anyOf": [POSITIVE, {"const": "auto"}]}
+VARS = {"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "additionalProperties": {"type": ["string", "number", "boolean"]},
+        "description": "variables this file may use as ${NAME}, with defaults; --var NAME=VALUE and the "
+                       "environment (for these names only) override"}
+BOOL = {"type": "boolean"}
 
 
 def _obj(props: dict, required: list[str] | None = None, description: str = "") -> dict:
@@ -24,52 +63,62 @@ def _obj(props: dict, required: list[str] | None = None, description: str = "") 
     return d
 
 
+PRESET = {"enum": ["tiny", "small", "qwen3-0.6b"]}
+IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the workload fixes the output "
+                                               "length (default true); false for vendors that refuse unknown "
+                                               "fields"}
+ALLOW_REMOTE = {"type": "boolean", "description": "allow a non-loopback address (default false): replicas "
+                                                 "listening beyond 127.0.0.1, or a remote base_url"}
+STARTUP = duration(positive=True, maximum=3600)
+COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ignore_eos": IGNORE_EOS}
+
 GATEWAY = _obj({
-    "retries": {"type": "integer", "minimum": 0, "maximum": 5},
-    "first_token_timeout": {"anyOf": [DURATION, {"const": "auto"}]},
-    "total_timeout": {"anyOf": [DURATION, {"const": "auto"}]},
-    "backoff": DURATION, "max_concurrency": {"type": "integer", "minimum": 1},
-    "max_queue": {"type": "integer", "minimum": 0}, "queue_timeout": DURATION,
-    "cache_size": {"type": "integer", "minimum": 0},
-    "health_interval": DURATION,
-    "eject": _obj({"after_failures": {"type": "integer", "minimum": 1}, "for": DURATION}),
-    "breaker": _obj({"error_rate": PERCENT, "min_requests": {"type": "integer", "minimum": 1},
-                     "window": {"type": "integer", "minimum": 1}, "open": DURATION}),
-    "backup": _obj({"replicas": {"type": "integer", "minimum": 1, "maximum": 8},
-                    "preset": {"enum": ["tiny", "small", "qwen3-0.6b"]}}),
+    "retries": integer(0, 5),
+    "first_token_timeout": TIMEOUT, "total_timeout": TIMEOUT,
+    "backoff": duration(maximum=60), "max_concurrency": integer(1, MAX_USERS),
+    "max_queue": integer(0, 1_000_000), "queue_timeout": duration(positive=True, maximum=3600),
+    "cache_size": integer(0, 1_000_000),
+    "health_interval": duration(positive=True, maximum=3600),
+    "eject": _obj({"after_failures": integer(1, 1000), "for": duration(positive=True, maximum=3600)}),
+    "breaker": _obj({"error_rate": percent(positive=True), "min_requests": integer(1, 100_000),
+                     "window": integer(1, 100_000), "open": duration(positive=True, maximum=3600)}),
+    "backup": _obj({"replicas": integer(1, 8), "preset": PRESET}),
 }, description="a resilient gateway in front of the replicas; the load goes through it")
 
+COMMAND = {"description": "command line; {port} and {replica} are filled in",
+           "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+ENV = {"type": "object", "additionalProperties": {"type": "string"}}
+
 TARGET_KINDS = {
-    "reference":         _obj({"kind": {"const": "reference"}, "name": {"type": "string"},
-              "replicas": {"type": "integer", "minimum": 1, "maximum": 16},
-              "preset": {"enum": ["tiny", "small", "qwen3-0.6b"]},
-              "model_name": {"type": "string"}, "threads": {"type": "integer", "minimum": 0},
-              "max_model_len": {"type": "integer", "minimum": 16},
+    "reference": _obj({"kind": {"const": "reference"}, **COMMON_TARGET,
+              "replicas": integer(1, 16), "preset": PRESET,
+              "model_name": {"type": "string"}, "threads": integer(0, 256),
+              "max_model_len": integer(16, 1_048_576),
               "args": {"type": "array", "items": {"type": "string"},
                        "description": "extra `chaos reference serve` arguments"},
-              "startup_timeout": DURATION, "gateway": GATEWAY},
+              "allow_remote": ALLOW_REMOTE,
+              "startup_timeout": STARTUP, "gateway": GATEWAY},
              ["kind"], "replicas of the bundled reference server, each its own process group"),
-    "process": _obj({"kind": {"const": "process"}, "name": {"type": "string"},
-              "command": {"description": "command line; {port} and {replica} are filled in",
-                          "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-              "replicas": {"type": "integer", "minimum": 1, "maximum": 16},
-              "model": {"type": "string"}, "health_path": {"type": "string"},
-              "env": {"type": "object", "additionalProperties": {"type": "string"}},
-              "startup_timeout": DURATION},
+    "process": _obj({"kind": {"const": "process"}, **COMMON_TARGET, "command": COMMAND,
+              "replicas": integer(1, 16),
+              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"},
+              "env": ENV, "startup_timeout": STARTUP},
              ["kind", "command"], "any command that serves an OpenAI-compatible API on {port}"),
-    "docker": _obj({"kind": {"const": "docker"}, "name": {"type": "string"}, "image": {"type": "string"},
-              "command": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-              "replicas": {"type": "integer", "minimum": 1, "maximum": 16},
-              "model": {"type": "string"}, "health_path": {"type": "string"},
-              "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    "docker": _obj({"kind": {"const": "docker"}, **COMMON_TARGET, "image": {"type": "string"},
+              "command": COMMAND, "replicas": integer(1, 16),
+              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"},
+              "env": ENV,
               "volumes": {"type": "object", "additionalProperties": {"type": "string"},
                           "description": "host path: container path, mounted read-only"},
-              "docker_host": {"type": "string"}, "startup_timeout": DURATION},
+              "docker_host": {"type": "string"}, "startup_timeout": STARTUP},
              ["kind", "image"], "containers run with --network host through the docker SDK"),
-    "openai": _obj({"kind": {"const": "openai"}, "name": {"type": "string"},
-              "base_url": {"type": "string", "pattern": "^https?://"}, "model": {"type": "string"},
-              "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
-                              "description": "the environment variable that holds the API key"}},
+    "openai": _obj({"kind": {"const": "openai"}, **COMMON_TARGET,
+              "base_url": {"type": "string", "pattern": "^https?://",
+                           "description": "an http:// or https:// URL ending in /v1 (Ark: /api/v3)"},
+              "model": {"type": "string"},
+              "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 128,
+                              "description": "the NAME of the environment variable that holds the API key"},
+              "allow_remote": ALLOW_REMOTE},
              ["kind", "base_url", "model"], "a remote OpenAI-compatible endpoint"),
 }
 
@@ -77,47 +126,48 @@ TARGET = {"description": "how to start or reach the system under test: kind and 
           "type": "object", "required": ["kind"], "properties": {"kind": {"enum": sorted(TARGET_KINDS)}},
           "allOf": [{"if": {"properties": {"kind": {"const": k}}}, "then": v} for k, v in TARGET_KINDS.items()]}
 
-SLO = _obj({"p50_latency": DURATION, "p95_latency": DURATION, "p99_latency": DURATION, "ttft_p95": DURATION,
-            "ttft_p99": DURATION, "error_rate": PERCENT},
+SLO = _obj({"p50_latency": POSITIVE, "p95_latency": POSITIVE, "p99_latency": POSITIVE, "ttft_p95": POSITIVE,
+            "ttft_p99": POSITIVE, "error_rate": PERCENT},
            description="latency bounds are on E2E unless named ttft; never on the mean")
 
+_RAMP_TEXT = f"START:END users, each from 1 to {MAX_USERS:,}, grown linearly over duration"
 LOAD = _obj({
     "workload": {"enum": ["chat", "rag", "long", "prefix", "json", "replay"]},
-    "mix": {"type": "object", "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
-    "users": {"type": "integer", "minimum": 1}, "spawn_rate": {"type": "number", "exclusiveMinimum": 0},
-    "duration": DURATION,
-    "steps": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
-    "step_duration": DURATION,
-    "ramp": {"type": "string", "pattern": "^ *[0-9]+ *: *[0-9]+ *$",
-             "description": "START:END users, grown linearly over duration"},
-    "rate": {"type": "number", "exclusiveMinimum": 0}, "poisson": {"type": "boolean"},
-    "max_users": {"type": "integer", "minimum": 1},
-    "max_requests": {"type": "integer", "minimum": 1},
-    "input_tokens": RANGE, "output_tokens": RANGE, "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-    "stream": {"type": "boolean"}, "seed": {"type": "integer"},
-    "replay": {"type": "string"}, "replay_speed": {"type": "number", "exclusiveMinimum": 0},
-    "retries": {"type": "integer", "minimum": 0, "maximum": 10},
-    "timeouts": _obj({"connect": DURATION, "first_token": {"anyOf": [DURATION, {"const": "auto"}]},
-                      "total": {"anyOf": [DURATION, {"const": "auto"}]}}),
+    "mix": {"type": "object", "minProperties": 1, "additionalProperties": number(0, 1_000_000, exclusive=True)},
+    "users": integer(1, MAX_USERS), "spawn_rate": number(0, 10_000, exclusive=True),
+    "duration": POSITIVE,
+    "steps": {"type": "array", "items": integer(1, MAX_USERS), "minItems": 1, "maxItems": 100},
+    "step_duration": POSITIVE,
+    "ramp": {"type": "string", "pattern": "^ *[0-9]{1,9} *: *[0-9]{1,9} *$", "description": _RAMP_TEXT,
+             "x-chaos": {"kind": "ramp", "min": 1, "max": MAX_USERS, "text": _RAMP_TEXT}},
+    "rate": number(0, 100_000, exclusive=True), "poisson": BOOL,
+    "max_users": integer(1, MAX_USERS),
+    "max_requests": integer(1, 1_000_000_000),
+    "input_tokens": RANGE, "output_tokens": RANGE, "temperature": number(0, 2),
+    "stream": BOOL, "seed": integer(0, 2**63 - 1),
+    "replay": {"type": "string"}, "replay_speed": number(0, 1000, exclusive=True),
+    "retries": integer(0, 10),
+    "timeouts": _obj({"connect": POSITIVE, "first_token": TIMEOUT, "total": TIMEOUT}),
     "stop_timeout": DURATION,
 }, description="how load is driven (Locust)")
 
-FAULT_COMMON = {"type": {"type": "string"}, "at": DURATION, "name": {"type": "string"}}
+FAULT_COMMON = {"type": {"type": "string"}, "at": DURATION, "name": {"type": "string", "maxLength": 200}}
+COUNT = integer(1, 16)
 
 FAULTS = {
-    "kill_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": {"type": "integer", "minimum": 1},
+    "kill_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": COUNT,
                            "signal": SIGNAL, "restart_after": DURATION},
                           ["type", "at"], "kill instances (N of M with count); restart them after a delay"),
-    "pause_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": {"type": "integer", "minimum": 1},
-                            "duration": DURATION},
+    "pause_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": COUNT,
+                            "duration": POSITIVE},
                            ["type", "at", "duration"], "SIGSTOP the instance's process group (docker pause), "
                                                        "SIGCONT after duration"),
     "server_hook": _obj({**FAULT_COMMON, "instance": {"anyOf": [INSTANCE, {"const": "all"}]},
-                         "duration": DURATION,
-                         "step_delay_ms": {"type": "number", "minimum": 0},
-                         "hang_s": {"type": "number", "minimum": 0},
-                         "kv_block_cap": {"type": "integer", "minimum": 1},
-                         "fail_fraction": {"type": "number", "minimum": 0, "maximum": 1}},
+                         "duration": POSITIVE,
+                         "step_delay_ms": number(0, 60_000),
+                         "hang_s": number(0, 3600),
+                         "kv_block_cap": integer(1, 1 << 30),
+                         "fail_fraction": number(0, 1)},
                         ["type", "at"], "the reference server's own fault hooks (slow steps, a hang, a KV cap, "
                                         "failing a fraction with 500)"),
 }
@@ -129,17 +179,17 @@ FAULT = {"description": "a fault: type, when (at), and its own settings",
 
 VERIFY = _obj({
     "error_rate_during_fault": _obj({"max": PERCENT}, ["max"]),
-    "recovery_time": _obj({"max": DURATION, "window": DURATION}, ["max"]),
+    "recovery_time": _obj({"max": POSITIVE, "window": POSITIVE}, ["max"]),
     "slo_during_fault": SLO,
     "slo_after": SLO,
-    "status_codes": _obj({"allowed": {"type": "array", "items": {"type": "integer", "minimum": 100,
-                                                                     "maximum": 599}}}, ["allowed"]),
+    "status_codes": _obj({"allowed": {"type": "array", "items": integer(100, 599), "minItems": 1,
+                                      "maxItems": 500}}, ["allowed"]),
     "served_by_all": {"type": "boolean", "description": "after recovery every instance serves again"},
-    "fallback": _obj({"within": DURATION, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]}}},
+    "fallback": _obj({"within": POSITIVE, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]}}},
                      ["within"], "a fallback path served within this time of the first fault"),
 }, description="what must hold; each check is reported with its measured value")
 
-ABORT = _obj({"error_rate": PERCENT, "for": DURATION}, ["error_rate"],
+ABORT = _obj({"error_rate": percent(positive=True), "for": POSITIVE}, ["error_rate"],
              "halt the run, revert everything and exit 3 when this holds for the whole window")
 
 EXPERIMENT = {
@@ -148,18 +198,20 @@ EXPERIMENT = {
     "title": "llm-chaos experiment",
     "type": "object",
     "additionalProperties": False,
+    # Extension keys hold anchors for merge keys (x-defaults: &d {...}, then <<: *d); nothing reads them.
+    "patternProperties": {"^x-": {}},
     "required": ["name", "target", "load"],
     "properties": {
-        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                 "description": "letters, digits, _ . - (at most 100): it names the run directory"},
         "description": {"type": "string"},
-        "vars": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
-                 "description": "defaults for ${VAR} references; --var NAME=VALUE overrides"},
+        "vars": VARS,
         # A path to a target file, or the target inline (validated against TARGET_FILE on its own, so its
         # errors are as precise as a target file's).
         "target": {"type": ["string", "object"], "description": "path to a target file, or a target mapping"},
         "load": LOAD,
-        "steady_state": _obj({"window": DURATION, "slo": SLO, "health": {"type": "boolean"}}),
-        "faults": {"type": "array", "items": FAULT},
+        "steady_state": _obj({"window": POSITIVE, "slo": SLO, "health": BOOL}),
+        "faults": {"type": "array", "items": FAULT, "maxItems": 100},
         "verify": VERIFY,
         "abort_when": ABORT,
     },

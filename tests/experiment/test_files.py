@@ -118,7 +118,7 @@ def test_variables_from_file_env_and_cli(tmp_path, monkeypatch):
     exp = load_experiment(write(tmp_path, text), {"U": "5", "D": "20s"})
     assert exp.load["users"] == 5 and exp.load_duration == 20
     (p,) = problems(tmp_path, GOOD.replace("users: 2", "users: '${NOPE}'"))
-    assert "${NOPE} is not set: pass --var NOPE=VALUE" in p
+    assert "${NOPE} is not declared: declare it under vars:" in p and "--var NOPE=VALUE" in p
 
 
 def test_cli_validate_exit_codes_and_no_traceback(tmp_path):

@@ -1,0 +1,170 @@
+"""Rules the schema cannot state: across keys, about addresses and keys, and "would the run build this".
+
+Each returns problems (file:line:col lines); none raises.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlparse
+
+from ..common import parse_duration
+from ..load.shapes import SHAPES
+from . import schema as S
+from .loader import Located, Path
+from .validation import preview
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # another name: it may resolve anywhere
+
+
+def looks_like_a_key(name: str) -> bool:
+    """A valid variable name that is more likely a pasted token (ghp_..., long mixed-case with digits)."""
+    return (len(name) >= 20 and any(c.islower() for c in name) and any(c.isupper() for c in name)
+            and any(c.isdigit() for c in name))
+
+
+def _host_args(args: list) -> list[tuple[int, str | None]]:
+    """(index, value) of every --host in a serve argument list; argparse takes --ho and --hos for it too."""
+    out = []
+    for i, a in enumerate(args):
+        if not isinstance(a, str) or not a.startswith("--ho"):
+            continue
+        name, eq, value = a.partition("=")
+        if "--host".startswith(name):
+            out.append((i, value if eq else (args[i + 1] if i + 1 < len(args) else None)))
+    return out
+
+
+def target_checks(doc: Located, base: Path, raw: dict) -> list[str]:
+    """raw: the target mapping before ${VAR} substitution (to tell a pasted ${KEY} from a name)."""
+    d, problems = doc.data, []
+    for p in base:
+        d = d[p]
+    kind, remote_ok = d.get("kind"), d.get("allow_remote", False) is True
+    if kind == "reference":
+        for i, host in _host_args(d.get("args") or []):
+            if host is None:
+                problems.append(doc.problem(base + ("args", i), "--host needs an address after it"))
+            elif not is_loopback(host) and not remote_ok:
+                problems.append(doc.problem(base + ("args", i), f"--host {host} would serve the replicas (and their "
+                                                                f"fault routes) beyond loopback; use 127.0.0.1, or "
+                                                                f"set allow_remote: true if that is what you want"))
+        try:
+            from ..reference.config import PRESETS  # stdlib only: cheap, and the truth about each preset
+            ctx = PRESETS[d.get("preset", "small")].max_position_embeddings
+            if d.get("max_model_len", 0) > ctx:
+                problems.append(doc.problem(base + ("max_model_len",), f"{d['max_model_len']} exceeds the "
+                                                                       f"{d.get('preset', 'small')} preset's "
+                                                                       f"context of {ctx} tokens"))
+        except (ImportError, KeyError):
+            pass
+    if kind == "openai":
+        u = urlparse(d["base_url"])
+        try:
+            u.port
+        except ValueError:
+            problems.append(doc.problem(base + ("base_url",), "base_url has a port that is not a number"))
+        if u.username or u.password:
+            problems.append(doc.problem(base + ("base_url",), "base_url must not carry credentials "
+                                                              "(user:password@); name the key's environment "
+                                                              "variable with api_key_env"))
+        elif not u.hostname:
+            problems.append(doc.problem(base + ("base_url",), "base_url has no host; write e.g. "
+                                                              "https://api.example.com/v1"))
+        elif not is_loopback(u.hostname) and not remote_ok:
+            problems.append(doc.problem(base + ("base_url",), f"{u.hostname} is not a loopback address; "
+                                                              f"set allow_remote: true in the target to send "
+                                                              f"load to a remote endpoint"))
+        raw_key = (raw or {}).get("api_key_env")
+        key = d.get("api_key_env")
+        if isinstance(raw_key, str) and "${" in raw_key:
+            problems.append(doc.problem(base + ("api_key_env",), "api_key_env takes the variable's NAME: write "
+                                                                 "api_key_env: NAME, not ${NAME}"))
+        elif isinstance(key, str) and looks_like_a_key(key):
+            problems.append(doc.problem(base + ("api_key_env",), f"this looks like a key, not the NAME of the "
+                                                                 f"variable that holds one; got {preview(key)}"))
+    return problems
+
+
+def load_duration(load: dict) -> float:
+    """How long a load: section runs (its steps, or its duration)."""
+    if "steps" in load:
+        return len(load["steps"]) * parse_duration(load.get("step_duration", "30s"))
+    return parse_duration(load.get("duration", "60s"))
+
+
+def semantic_checks(doc: Located, target) -> list[str]:
+    d, problems = doc.data, []
+    load = d["load"]
+    shapes = [k for k in SHAPES if k in load]
+    if len(shapes) > 1:
+        problems.append(doc.problem(("load", shapes[1]), f"choose one load shape, not {' and '.join(shapes)}"))
+    if "workload" in load and "mix" in load:
+        problems.append(doc.problem(("load", "mix"), "give workload or mix, not both"))
+    for name in (load.get("mix") or {}):
+        if name not in S.LOAD["properties"]["workload"]["enum"]:
+            problems.append(doc.problem(("load", "mix", name), f"unknown workload {name!r}", key=True))
+    if (load.get("workload") == "replay" or "replay_speed" in load) and "replay" not in load:
+        problems.append(doc.problem(("load",), "the replay workload needs load.replay: FILE"))
+    total = load_duration(load)
+    for i, f in enumerate(d.get("faults") or []):
+        at = parse_duration(f["at"])
+        if at >= total:
+            problems.append(doc.problem(("faults", i, "at"), f"at {at:g}s is not before the end of the load "
+                                                             f"({total:g}s): the fault would never run"))
+        if f["type"] in ("kill_instance", "pause_instance", "server_hook") and not target.starts_processes:
+            problems.append(doc.problem(("faults", i, "type"), f"{f['type']} needs a target the run starts "
+                                                               f"(reference, process, docker), not {target.kind}"))
+        if f["type"] == "server_hook" and target.kind != "reference":
+            problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
+        if f["type"] == "server_hook" and not any(k in f for k in ("step_delay_ms", "hang_s", "kv_block_cap",
+                                                                     "fail_fraction")):
+            problems.append(doc.problem(("faults", i), "server_hook needs one of step_delay_ms, hang_s, "
+                                                       "kv_block_cap, fail_fraction"))
+        inst = f.get("instance")
+        backups = ((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0)
+        ids = ({f"r{k}" for k in range(target.replicas)} | {f"b{k}" for k in range(backups)}
+               | ({"gw"} if target.settings.get("gateway") is not None else set()))
+        if target.kind == "reference" and isinstance(inst, str) and inst not in ("random", "all") and inst not in ids:
+            problems.append(doc.problem(("faults", i, "instance"), f"no instance {inst!r}; this target has "
+                                                                   f"{', '.join(sorted(ids))}"))
+        if isinstance(inst, int) and inst >= target.replicas:
+            problems.append(doc.problem(("faults", i, "instance"), f"instance {inst} does not exist: the target "
+                                                                   f"has {target.replicas} (0-{target.replicas - 1})"))
+        if f.get("count", 1) > target.replicas:
+            problems.append(doc.problem(("faults", i, "count"), f"count {f['count']} exceeds the "
+                                                                f"{target.replicas} instances"))
+    return problems
+
+
+def run_would_build(doc: Located, target) -> list[str]:
+    """Build what the run builds from these settings (the load plan and workloads, the gateway's settings),
+    so nothing validate accepts is refused when the run starts. Reached only after the checks above, so a
+    problem here is a gap in them: it still gets a line, not a traceback."""
+    problems = []
+    try:
+        from ..run.loadspec import load_config
+
+        load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
+    except (ValueError, TypeError, RuntimeError) as e:
+        problems.append(doc.problem(("load",), f"the run would refuse this load: {e}"))
+    gw = target.settings.get("gateway")
+    if target.kind == "reference" and gw is not None:
+        try:
+            from ..reference.gateway.settings import GatewaySettings
+            from ..targets.reference import gateway_settings
+
+            GatewaySettings.from_dict(gateway_settings(gw))
+        except (ValueError, TypeError) as e:
+            where = ("target", "gateway") if target.source == doc.file else ()
+            problems.append(f"{target.source if not where else doc.where(where)}: gateway: the gateway would "
+                            f"refuse these settings: {e}")
+    return problems

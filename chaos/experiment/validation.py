@@ -1,0 +1,149 @@
+"""Check a located document against the schema; each problem is one line with file:line:col and what to write.
+
+Two additions to JSON Schema, because YAML is not JSON: an integer is an int (3.0 is refused, where JSON Schema
+would take it), and the keyword `x-chaos` checks what a pattern cannot: the range of a duration or percentage
+written as text ("9000000h", "150%") and the order of a token range ("80-30").
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from ..common import parse_duration, parse_percent
+from .loader import Located, Path
+
+SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
+
+
+def _is_int(checker, instance) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _text_range(validator, spec, instance, schema):
+    """x-chaos: {kind: duration|percent|tokens|ramp, min, max, exclusive_min}; numbers are checked by the
+    schema's minimum/maximum, text here. Text that does not parse is left to the pattern's own error."""
+    if not isinstance(instance, str):
+        return
+    kind, lo, hi, excl = spec["kind"], spec.get("min"), spec.get("max"), spec.get("exclusive_min", False)
+    try:
+        if kind == "duration":
+            values = [parse_duration(instance)]
+        elif kind == "percent":
+            values = [parse_percent(instance)]
+        elif kind == "tokens":
+            a, _, b = instance.partition("-")
+            values = [int(a), int(b or a)]
+            if values[0] > values[1]:
+                yield ValidationError(f"{instance!r}: the low end comes first (write {values[1]}-{values[0]})")
+                return
+        else:  # ramp START:END
+            a, _, b = instance.partition(":")
+            values = [int(a), int(b)]
+    except ValueError:
+        return
+    for v in values:
+        if (lo is not None and (v <= lo if excl else v < lo)) or (hi is not None and v > hi):
+            yield ValidationError(f"{instance!r} is out of range: {spec['text']}")
+            return
+
+
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"x-chaos": _text_range},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_int))
+
+
+def _describe(schema: dict) -> str:
+    if "description" in schema:
+        return schema["description"]
+    if "enum" in schema:
+        return "one of " + ", ".join(map(str, schema["enum"]))
+    return "valid here"
+
+
+def range_text(schema: dict) -> str:
+    lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+    hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+    low = None if lo is None else (f"more than {lo:g}" if "exclusiveMinimum" in schema else f"at least {lo:g}")
+    high = None if hi is None else (f"less than {hi:g}" if "exclusiveMaximum" in schema else f"at most {hi:g}")
+    if "minimum" in schema and "maximum" in schema:
+        return f"from {lo:g} to {hi:g}"
+    return ", ".join(x for x in (low, high) if x) or "in range"
+
+
+def preview(secret: str) -> str:
+    """At most the first 4 characters of something that may be a key, and its length."""
+    return f"{secret[:4]!r}... ({len(secret)} characters)" if len(secret) > 4 else f"({len(secret)} characters)"
+
+
+def _message(err: ValidationError, path: Path) -> str:
+    v, inst = err.validator, err.instance
+    if path and path[-1] == "api_key_env" and v in ("pattern", "maxLength"):
+        return (f"must NAME the environment variable that holds the key (letters, digits and _, not starting "
+                f"with a digit), not hold the key itself; got {preview(str(inst))}")
+    if v == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        return f"missing required key {missing!r}"
+    if v == "enum":
+        hint = difflib.get_close_matches(str(inst), [str(x) for x in err.validator_value], n=1, cutoff=0.5)
+        msg = f"{inst!r} is not one of {', '.join(map(str, err.validator_value))}"
+        return msg + (f" (did you mean {hint[0]!r}?)" if hint else "")
+    if v in ("anyOf", "oneOf"):
+        shown = repr(inst) if not isinstance(inst, (dict, list)) else "this value"
+        return f"{shown} is not {_describe(err.schema)}"
+    if v == "type":
+        return f"expected {err.validator_value}, got {type(inst).__name__} {inst!r}"[:160]
+    if v == "const":
+        return f"{inst!r} is not {err.validator_value!r}"
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return f"{inst!r} is out of range: {range_text(err.schema)}"
+    if v == "pattern":
+        return f"{str(inst)[:80]!r} is not {_describe(err.schema)}"
+    if v in ("maxItems", "minItems", "maxLength", "maxProperties"):
+        return f"too {'many' if v.startswith('max') else 'few'}: {v} is {err.validator_value}"
+    if v == "x-chaos":
+        return err.message
+    return err.message[:200]
+
+
+def _unknown_keys(doc: Located, err: ValidationError, path: Path) -> list[str]:
+    props = err.schema.get("properties", {})
+    patterns = err.schema.get("patternProperties", {})
+    allowed = sorted(props)
+    out = []
+    for key in err.instance:
+        if key in props or any(re.search(p, key) for p in patterns):
+            continue
+        hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        msg = f"unknown key {key!r}"
+        if key in SECRET_KEYS:
+            msg += "; secrets come only from the environment: name the variable with api_key_env"
+        elif hint:
+            msg += f" (did you mean {hint[0]!r}?)"
+        else:
+            msg += f"; allowed here: {', '.join(allowed)}"
+        out.append(doc.problem(path + (key,), msg, key=True))
+    return out
+
+
+def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
+    """Schema problems of doc.data (or of the sub-document at base), each with file:line:col."""
+    instance = doc.data
+    for p in base:
+        instance = instance[p]
+    problems: list[str] = []
+    seen = set()
+    for err in sorted(Validator(root_schema).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+        path = tuple(base) + tuple(err.absolute_path)
+        if err.validator in ("if", "allOf"):
+            continue
+        lines = (_unknown_keys(doc, err, path) if err.validator == "additionalProperties"
+                 else [doc.problem(path, _message(err, path))])
+        for line in lines:
+            if line not in seen:
+                seen.add(line)
+                problems.append(line)
+    return problems

@@ -1,0 +1,157 @@
+"""${NAME} in experiment and target files, and keeping secret values out of everything a run writes.
+
+A file may use only the variables it declares: under `vars:` (with a default), or in place with
+`${NAME:-default}`, or given on the command line with --var. The environment supplies values for declared
+names only, so `description: "${ANY_ENV_VAR}"` cannot copy an arbitrary variable into a report.
+
+A variable whose name says it is secret (KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, in any case) is
+substituted where the run needs it (a command line, an env: entry) but masked in the public form of the
+document (what experiment.resolved.json holds), and Masker scrubs its value from any other text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+import yaml
+
+from .loader import Located
+
+VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+MASK = "***"
+MIN_MASKED_TEXT = 4  # shorter values are masked where they are substituted, but not searched for in free text
+
+
+def is_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def _text(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+class Variables:
+    """The values ${NAME} may take: --var beats the environment, which beats the file's declared default."""
+
+    def __init__(self, declared: Mapping, cli: Mapping | None = None, env: Mapping | None = None):
+        self.env = os.environ if env is None else env
+        self.cli = dict(cli or {})
+        self.values = {k: _text(v) for k, v in declared.items()}
+        for name in self.values:
+            if name in self.env:
+                self.values[name] = self.env[name]
+        self.values.update(self.cli)
+        self.used_secrets: dict[str, str] = {}  # secret names substituted somewhere, with their values
+
+    def with_defaults(self, declared: Mapping) -> "Variables":
+        """These variables over a target file's own vars: (the experiment's values win)."""
+        out = Variables({**declared, **{k: v for k, v in self.values.items()}}, self.cli, self.env)
+        out.used_secrets = self.used_secrets  # one record for the experiment and its target file
+        return out
+
+    def lookup(self, name: str, default: str | None) -> str | None:
+        if name in self.values:
+            return self.values[name]
+        if default is not None:  # ${NAME:-default} declares NAME in place
+            return self.env.get(name, default)
+        return None
+
+    def secret_values(self) -> list[str]:
+        names = {n for n in self.values if is_secret(n)} | set(self.used_secrets)
+        vals = {self.values.get(n, self.used_secrets.get(n)) for n in names}
+        return sorted((v for v in vals if v), key=len, reverse=True)
+
+
+def substitute(doc: Located, variables: Variables) -> tuple[list[str], object]:
+    """Replace ${NAME} and ${NAME:-default} in string values of doc.data, in place; returns (problems, the
+    public form: the same document with every secret variable's value masked). Top-level vars: is literal."""
+    problems: list[str] = []
+
+    def one_string(value: str, path):
+        real_parts, public_parts, last, secret = [], [], 0, False
+        for m in VAR_REF.finditer(value):
+            name, default = m.group(1), m.group(2)
+            got = variables.lookup(name, default)
+            if got is None:
+                problems.append(doc.problem(path, f"${{{name}}} is not declared: declare it under vars: "
+                                                  f"(vars: {{{name}: default}}) or pass --var {name}=VALUE; "
+                                                  f"the environment supplies only variables the file declares"))
+                got = m.group(0)
+            lit = value[last:m.start()]
+            real_parts += [lit, got]
+            if is_secret(name) and got != m.group(0):
+                variables.used_secrets[name] = got
+                public_parts += [lit, MASK]
+                secret = True
+            else:
+                public_parts += [lit, got]
+            last = m.end()
+        real = "".join(real_parts) + value[last:]
+        public = "".join(public_parts) + value[last:]
+        if VAR_REF.fullmatch(value) and real != value:
+            try:  # a whole-value reference keeps YAML's typing: ${USERS} -> 8, not "8"
+                typed = yaml.safe_load(real)
+            except yaml.YAMLError:
+                typed = real
+            if not isinstance(typed, (dict, list)):
+                real = typed
+                public = public if secret else typed
+        return real, public
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            pub = {}
+            for k in value:
+                if path == () and k == "vars":
+                    pub[k] = {n: (MASK if is_secret(n) else v) for n, v in (value[k] or {}).items()} \
+                        if isinstance(value[k], dict) else value[k]
+                    continue
+                value[k], pub[k] = walk(value[k], path + (k,))
+            return value, pub
+        if isinstance(value, list):
+            pairs = [walk(v, path + (i,)) for i, v in enumerate(value)]
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+        if isinstance(value, str) and "${" in value:
+            return one_string(value, path)
+        return value, value
+
+    doc.data, public = walk(doc.data, ())
+    return problems, public
+
+
+class Masker:
+    """Scrubs secret values from strings and from JSON-like structures (keys and values), returning copies.
+
+    It knows the secret variables an experiment used and, read when it is called, the value behind the
+    target's api_key_env: the key is never stored, yet is scrubbed if anything ever printed it.
+    """
+
+    def __init__(self, secrets: list[str] = (), key_env: str | None = None):
+        self.secrets = [s for s in secrets if len(s) >= MIN_MASKED_TEXT]
+        self.key_env = key_env
+
+    def _values(self) -> list[str]:
+        key = os.environ.get(self.key_env) if self.key_env else None
+        vals = self.secrets + ([key] if key and len(key) >= MIN_MASKED_TEXT else [])
+        return sorted(set(vals), key=len, reverse=True)
+
+    def __call__(self, obj):
+        vals = self._values()
+        if not vals:
+            return obj
+        return self._mask(obj, vals)
+
+    def _mask(self, obj, vals):
+        if isinstance(obj, str):
+            for v in vals:
+                if v in obj:
+                    obj = obj.replace(v, MASK)
+            return obj
+        if isinstance(obj, dict):
+            return {self._mask(k, vals) if isinstance(k, str) else k: self._mask(v, vals) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self._mask(v, vals) for v in obj)
+        return obj
