@@ -65,6 +65,7 @@ class Runner:
         self.exp = exp
         self.run_dir = run_dir or default_run_dir(exp.name)
         self.view = view or View("plain")
+        self.view.scrub = self.public
         self.signals = 0
         self.started = time.time()
         self.target = None
@@ -84,6 +85,20 @@ class Runner:
         self.up_since: dict = {}  # instance id -> last health pass, as the load ended
         self.final_health = None
 
+    def public(self, obj):
+        """obj with every secret scrubbed: the experiment's secret variables and API key (its mask, from
+        chaos.experiment), and this run's fault token. Applied to everything the run writes or prints."""
+        mask = getattr(self.exp, "mask", None)
+        if mask is not None:
+            obj = mask(obj)
+        token = getattr(self.target, "fault_token", None)
+        if not token:
+            return obj
+        if isinstance(obj, str):
+            return obj.replace(token, "***")
+        text = json.dumps(obj, default=str)
+        return json.loads(text.replace(token, "***")) if token in text else obj
+
     # -- signals ------------------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
         self.signals += 1
@@ -100,8 +115,8 @@ class Runner:
     def execute(self) -> int:
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "experiment.resolved.json"), "w") as f:
-            json.dump(self.exp.resolved, f, indent=2, default=str)
-        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"))
+            json.dump(self.public(self.exp.resolved), f, indent=2, default=str)
+        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"), scrub=self.public)
         me = psutil.Process()
         self.journal.write("run_started", experiment=self.exp.name, pid=me.pid, create_time=me.create_time(),
                            run_dir=os.path.abspath(self.run_dir), run_id=self.run_id)
@@ -127,7 +142,7 @@ class Runner:
         except Exception as e:  # a bug of ours: keep the traceback, still roll back
             code, self.reason = EXIT_INVALID, f"internal error: {e!r}"
             with open(os.path.join(self.run_dir, "error.txt"), "w") as f:
-                f.write(traceback.format_exc())
+                f.write(self.public(traceback.format_exc()))
             self.view.event("error", f"{self.reason} (traceback in error.txt)")
         finally:
             self._rollback()
@@ -421,6 +436,7 @@ class Runner:
         }
         self.journal.write("run_finished", verdict=verdict, exit_code=code)
         report["timeline"] = _read(os.path.join(self.run_dir, "journal.jsonl"))  # read once, run_finished included
+        report = self.public(report)
         write_reports(self.run_dir, report, steps)
         self.journal.close()
         self.report = report

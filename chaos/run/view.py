@@ -14,6 +14,7 @@ class View:
         self.mode = mode
         self._live = None
         self._last_plain = 0.0
+        self.scrub = lambda obj: obj  # the runner's: secrets never reach the terminal
 
     def start(self):
         if self.mode == "live":
@@ -28,6 +29,7 @@ class View:
             self._live = None
 
     def event(self, kind: str, message: str, **fields):
+        message, fields = self.scrub(message), self.scrub(fields)
         if self.mode == "json":
             print(json.dumps({"t": round(time.time(), 3), "event": kind, "message": message, **fields}), flush=True)
         elif self._live is not None:
@@ -36,6 +38,7 @@ class View:
             print(f"{kind}: {message}", flush=True)
 
     def status(self, s: dict):
+        s = self.scrub(s)
         if self.mode == "json":
             now = time.time()
             if now - self._last_plain >= 5:
