@@ -9,6 +9,7 @@ when the upstream's first data arrives, and from then on an upstream failure bec
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import time
@@ -17,6 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from ...common import retry_after_headers
+from ..openapi import gateway_spec
 from .attempt import ANSWER, BUSY, Failure, attempt
 from .body import parse_envelope, read_body
 from .budget import RetryBudget
@@ -50,6 +52,7 @@ class Gateway:
         self.metrics = GatewayMetrics(self)
         self.session: aiohttp.ClientSession | None = None
         self._health_task = None
+        self._openapi: bytes | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -74,11 +77,17 @@ class Gateway:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/gateway/state", self.state)
+        app.router.add_get("/openapi.json", self.openapi)
         return app
 
     # -- small endpoints -------------------------------------------------------------------------------
     async def health(self, request):
         return web.Response(status=503 if self.draining else 200, headers={"x-served-by": self.name})
+
+    async def openapi(self, request):
+        if self._openapi is None:
+            self._openapi = json.dumps(gateway_spec(max_body_mb=self.settings.max_body_mb)).encode()
+        return web.Response(body=self._openapi, content_type="application/json")
 
     async def prometheus(self, request):
         return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
@@ -120,7 +129,7 @@ class Gateway:
         if self.slots.locked() and self.queued >= s.max_queue:
             return self._refuse(429, f"too many requests: {s.max_concurrency} in flight and "
                                      f"{self.queued} queued", "rate_limit_exceeded", rid)
-        raw = await read_body(request, s.max_body_bytes, s.body_timeout_s)
+        raw = await read_body(request, s.max_body_bytes)
         body = parse_envelope(raw, s.inspect_max_kb * 1024)
         self.queued += 1
         try:

@@ -2,8 +2,8 @@
 
 The size is decided from Content-Length before a byte is read (413 at once, nothing forwarded; aiohttp then
 reads and discards the rest for a few seconds so the client can read the answer) and, for a chunked body,
-while reading: at most max_body bytes are ever held. The whole body must arrive within body_timeout (a
-trickling client gets 408 instead of holding a connection and a slot forever).
+while reading: at most max_body bytes are ever held. The time a body may take is serving.listen's body
+deadline (a trickling client gets 408 and its connection closed).
 
 Only the envelope is the gateway's business: a JSON Content-Type, a JSON object, not nested past what the
 parser can take. Fields stay with the replica, which knows its limits. Bodies over inspect_max are not parsed
@@ -13,7 +13,6 @@ second): they are forwarded as bytes, the replica validates them, and they bypas
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from aiohttp import web
@@ -27,7 +26,7 @@ def _too_large(size: int | None, limit: int) -> GatewayError:
                         "request_too_large")
 
 
-async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytearray:
+async def read_body(request: web.Request, limit: int) -> bytearray:
     """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length)."""
     content_type = request.headers.get("Content-Type", "")
     if content_type.split(";")[0].strip().lower() != "application/json":
@@ -37,15 +36,10 @@ async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytea
     if size is not None and size > limit:
         raise _too_large(size, limit)
     raw = bytearray()
-    try:
-        async with asyncio.timeout(timeout_s):
-            while chunk := await request.content.readany():
-                if len(raw) + len(chunk) > limit:
-                    raise _too_large(None, limit)
-                raw += chunk
-    except TimeoutError:
-        raise GatewayError(408, f"the request body did not arrive within {timeout_s:g}s "
-                                f"({len(raw)} bytes read); send it at once", "request_timeout") from None
+    while chunk := await request.content.readany():
+        if len(raw) + len(chunk) > limit:
+            raise _too_large(None, limit)
+        raw += chunk
     return raw
 
 

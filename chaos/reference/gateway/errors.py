@@ -37,10 +37,7 @@ def error_response(e: GatewayError, headers: dict) -> web.Response:
     h = dict(headers)
     if e.retry_after is not None:
         h.update(retry_after_headers(e.retry_after))
-    resp = web.json_response(error_body(e.message, e.code, e.type, e.param), status=e.status, headers=h)
-    if e.status == 408:
-        resp.force_close()  # a client that trickles gets no lingering read of the rest
-    return resp
+    return web.json_response(error_body(e.message, e.code, e.type, e.param), status=e.status, headers=h)
 
 
 def request_id(request: web.Request) -> str:

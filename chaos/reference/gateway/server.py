@@ -13,7 +13,8 @@ async def serve(settings: GatewaySettings, primaries, backups, host: str, port: 
     gw = Gateway(settings, primaries, backups)
     await gw.start()
     try:
-        runner, bound = await listen(gw.build_app(), host, port)
+        runner, bound = await listen(gw.build_app(), host, port, header_timeout=settings.header_timeout_s,
+                                     body_timeout=settings.body_timeout_s)
     except ListenError as e:
         await gw.close()
         print(f"error: {e}", file=sys.stderr)

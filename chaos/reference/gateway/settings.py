@@ -37,10 +37,10 @@ class GatewaySettings:
     max_queue: int = 512  # waiting for a slot beyond that; more is refused with 429
     queue_timeout_s: float = 30.0
     retry_after_s: float = 1.0  # what the gateway itself says when it refuses
-    max_body_mb: float = 32.0  # larger bodies get 413 at the edge (the replicas' default too)
+    max_body_mb: int = 32  # larger bodies get 413 at the edge (the replicas' default too)
     inspect_max_kb: int = 1024  # bodies up to this are parsed here (envelope check, cache); larger go as bytes
-    header_timeout_s: float = 10.0  # a client's request line and headers must arrive within this
-    body_timeout_s: float = 30.0  # and its whole body within this (408 otherwise)
+    header_timeout_s: float = 10.0  # a client's request line and headers must arrive within this (serving.listen)
+    body_timeout_s: float = 30.0  # and its whole body within this (408 and the connection closed otherwise)
     cache_size: int = 1024  # answers kept for the cache fallback (0 turns it off)
     cache_ttl_s: float = 600.0
     seed: int | None = None  # backoff jitter
@@ -64,6 +64,8 @@ class GatewaySettings:
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
         if not (math.isfinite(self.retry_budget_ratio) and 0 <= self.retry_budget_ratio <= 5):
             raise ValueError("retry_budget_ratio must be between 0 and 5 (retries per request in the window)")
+        if self.header_timeout_s > 3600 or self.body_timeout_s > 3600:
+            raise ValueError("header_timeout_s and body_timeout_s must be at most 3600 seconds")
         if self.retry_budget_min < 0 or self.inspect_max_kb < 0:
             raise ValueError("retry_budget_min and inspect_max_kb must be >= 0")
         if self.unhealthy_after_checks < 1 or self.eject_after_failures < 1:

@@ -140,3 +140,14 @@ def test_what_an_error_status_says():
     assert classify(429, {}, b'{"error": {"code": "insufficient_quota"}}') is None  # no replica will say otherwise
     assert classify(503, {"retry-after": "2"}, b"") == BUSY  # full or draining: works, come back later
     assert classify(503, {}, b"") == ANSWER and classify(500, {}, b"") == ANSWER
+
+
+def test_every_route_the_gateway_serves_is_in_its_openapi_document():
+    from chaos.reference.gateway.app import Gateway
+    from chaos.reference.openapi import gateway_spec
+
+    app = Gateway(GatewaySettings(), [("r0", "http://127.0.0.1:1")]).build_app()
+    paths = gateway_spec()["paths"]
+    served = {(r.resource.canonical, r.method.lower()) for r in app.router.routes() if r.method != "HEAD"}
+    documented = {(p, m) for p, item in paths.items() for m in item}
+    assert served == documented, served ^ documented
