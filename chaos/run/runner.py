@@ -430,7 +430,8 @@ class Runner:
             "steps": [s.to_dict() for s in steps],
             "faults": [{"name": f.spec.name, "type": f.type, "description": f.describe(), "applied": f.applied,
                         "reverted": f.reverted, "applied_at": getattr(f, "applied_at", None),
-                        "reverted_at": getattr(f, "reverted_at", None)} for f in self.faults],
+                        "reverted_at": getattr(f, "reverted_at", None), "revert_error": f.revert_error}
+                       for f in self.faults],
             "notes": self.notes + (self.load.notes if self.load else []),
             "requests": len(records),
         }
