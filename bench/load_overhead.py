@@ -627,6 +627,14 @@ def _truth_guidellm(exe, base, prompts_path, users, n, tokens, work) -> list:
     return [[r["time_to_first_token_ms"] / 1000, None] for r in reqs if r.get("time_to_first_token_ms") is not None]
 
 
+def _children_cpu() -> float:
+    """CPU seconds of every child process that has ended: each client runs as one (or, GuideLLM, several)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _busy() -> float:
     import psutil
 
@@ -683,7 +691,7 @@ def truth(a) -> int:
             waited = wait_quiet(a.wait_quiet)
             if waited > 3.5:
                 print(f"  (waited {waited:.0f} s for the machine to be quiet)", flush=True)
-            busy0, h0, t0 = _busy(), _histogram(base), time.time()
+            busy0, h0, t0, cpu0 = _busy(), _histogram(base), time.time(), _children_cpu()
             try:
                 if kind == "chaos load":
                     recs = _truth_chaos(base, spec, users, n, d)
@@ -700,6 +708,7 @@ def truth(a) -> int:
                 print(f"  {kind:<10} {users:>3} streams: failed: {e}", flush=True)
                 continue
             h1, busy = _histogram(base), (_busy() - busy0) / max(1e-9, time.time() - t0)
+            cpu_ms = (_children_cpu() - cpu0) / max(1, len(recs)) * 1000  # the client's CPU per request
             hist_mean = (h1[0] - h0[0]) / (h1[1] - h0[1]) * 1000 if h1[1] > h0[1] else None
             kept = recs[a.truth_warmup:] if len(recs) > 2 * a.truth_warmup else recs
             pooled.setdefault((kind, users), []).extend(kept)
@@ -707,19 +716,20 @@ def truth(a) -> int:
             srv_ttft = [r[1] * 1000 for r in kept if r[1] is not None]
             diff = [(r[0] - r[1]) * 1000 for r in kept if r[1] is not None]
             cli_mean = statistics.fmean(cli) if cli else None
-            row = [kind, users, rep, busy, len(recs), pctl(cli, 50), pctl(cli, 95), pctl(srv_ttft, 50),
+            row = [kind, users, rep, busy, cpu_ms, len(recs), pctl(cli, 50), pctl(cli, 95), pctl(srv_ttft, 50),
                    pctl(diff, 50), pctl(diff, 95), cli_mean, statistics.fmean(srv_ttft) if srv_ttft else None,
                    hist_mean, None if cli_mean is None or hist_mean is None else cli_mean - hist_mean]
             rows.append(row)
             print(f"  {kind:<10} {users:>3} streams rep {rep}: {len(recs)} requests in {time.time() - t0:.1f} s, "
-                  f"client TTFT P50 {fmt(row[5])} ms, client - server P50 {fmt(row[8])} ms, busy {busy:.2f} cores",
+                  f"client TTFT P50 {fmt(row[6])} ms, client - server P50 {fmt(row[9])} ms, busy {busy:.2f} cores",
                   flush=True)
     print()
     print("per run (ms; server = chaos_timing first_token - arrival of the same request; histogram = the server's "
-          f"{TTFT_METRIC} mean over the run; busy = the whole machine's CPU use, in cores, this benchmark included)")
-    print_table(["client", "streams", "rep", "busy", "requests", "TTFT P50", "TTFT P95", "server P50",
+          f"{TTFT_METRIC} mean over the run; busy = the whole machine's CPU use, in cores, this benchmark included; "
+          "client CPU = user + system CPU of the client's processes per request)")
+    print_table(["client", "streams", "rep", "busy", "client CPU ms/req", "requests", "TTFT P50", "TTFT P95", "server P50",
                  "client-server P50", "client-server P95", "client mean", "server mean", "histogram mean",
-                 "client mean - histogram mean"], rows, "lrrrrrrrrrrrrr")
+                 "client mean - histogram mean"], rows, "lrrrrrrrrrrrrrr")
     print()
     print("client TTFT - server TTFT per request, every run of a client pooled (ms)")
     table = []
@@ -727,7 +737,7 @@ def truth(a) -> int:
         diff = [(r[0] - r[1]) * 1000 for r in recs if r[1] is not None]
         table.append([kind, users, len(diff), pctl(diff, 50), pctl(diff, 95)])
     print_table(["client", "streams", "requests", "P50", "P95"], table)
-    if not any(r[8] is not None for r in rows):
+    if not any(r[9] is not None for r in rows):
         print("note: the server sent no chaos_timing, so only the histogram comparison is available")
     print(f"load average at end: {loadavg()}  run folder: {work}")
     return 0
