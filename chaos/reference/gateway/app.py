@@ -253,7 +253,8 @@ class Gateway:
 
     def _pass_up(self, f: Failure, rid: str, attempts: int, extra: dict) -> web.Response:
         return web.Response(body=f.body, status=f.status, headers={
-            "Content-Type": f.content_type, "x-request-id": rid, "x-served-by": f.upstream.name,
+            "Content-Type": f.content_type, "x-request-id": rid,
+            "x-served-by": "backup" if f.upstream.pool == "backup" else f.upstream.name,
             "x-upstream": f.upstream.name, "x-gateway-attempts": str(attempts), **extra})
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:

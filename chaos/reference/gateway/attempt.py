@@ -70,18 +70,17 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
             async with asyncio.timeout(first_timeout):
                 resp = await gw.session.post(u.url + path, data=raw, headers=headers)
                 ctype = resp.headers.get("Content-Type", "application/json")
-                if resp.status >= 400:
-                    data = await resp.read()
-                    kind = classify(resp.status, resp.headers, data)
-                    out_headers = {"x-request-id": rid, "x-served-by": resp.headers.get("x-served-by", u.name),
-                                   "x-gateway-attempts": str(attempts), "x-upstream": u.name, "Content-Type": ctype}
-                    if kind is None:  # the client's mistake: pass it through, never retry it, blame nobody
-                        return web.Response(body=data, status=resp.status, headers=out_headers)
-                    return Failure(kind, u, f"HTTP {resp.status}", resp.status, data, ctype,
-                                   parse_retry_after(resp.headers))
                 served = served_as or resp.headers.get("x-served-by") or u.name
                 out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
                                "x-upstream": u.name}
+                if resp.status >= 400:
+                    data = await resp.read()
+                    kind = classify(resp.status, resp.headers, data)
+                    if kind is None:  # the client's mistake: pass it through, never retry it, blame nobody
+                        return web.Response(body=data, status=resp.status,
+                                            headers={**out_headers, "Content-Type": ctype})
+                    return Failure(kind, u, f"HTTP {resp.status}", resp.status, data, ctype,
+                                   parse_retry_after(resp.headers))
                 # The answer's own type says whether it streams: the request's flag may not have been parsed.
                 stream = ctype.startswith("text/event-stream")
                 if stream:
