@@ -69,8 +69,9 @@ def test_records_intervals_are_consistent_and_pooled_itl_is_the_summarys(server,
         assert last_content <= r.t_end + 1e-3  # the gaps fit between the first token and the end
         if r.itl_us:
             assert r.max_itl == pytest.approx(max(r.itl_us) / 1e6, abs=1e-6)
-        if r.server_ttft is not None:  # the server's own chaos_timing, where it sends it
-            assert 0 <= r.server_ttft <= r.ttft + 0.002 and r.server_e2e <= r.e2e + 0.002
+        # the reference server's own chaos_timing: its first text is before ours, its end before our end
+        assert r.server_ttft is not None and 0 <= r.server_ttft <= r.ttft + 0.002, r
+        assert r.server_e2e <= r.e2e + 0.002
     pooled = [g for r in ok for g in r.itl_us]
     itl = json.load(open(os.path.join(result.out_dir, "summary.json")))["steps"][0]["itl"]
     for q in (50, 95, 99):
