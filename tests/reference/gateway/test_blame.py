@@ -14,23 +14,13 @@ from chaos.reference.launcher import start_gateway
 
 from ..http_util import metric, post
 from .stub import Stub
-from .util import BODY, M, fault, gateway_args, replicas, settings, state, stop, unfault
+from .util import BODY, M, fault, gateway_args, settings, state, unfault
 
 POISON = {"model": M, "prompt": "POISON: a body that makes every replica answer 500", "max_tokens": 4}
 
 
 def normal(i):
     return {**BODY, "prompt": f"another client's question {i}"}  # distinct: the cache cannot answer it
-
-
-@pytest.fixture(scope="module")
-def pair():
-    """Two real replicas that saturate fast (one running, one waiting, the rest 429 with Retry-After 2.5 s)."""
-    rs = replicas(2, "--max-num-seqs", "1", "--max-waiting", "1", "--retry-after", "2.5")
-    try:
-        yield rs
-    finally:
-        stop(*rs)
 
 
 def test_a_poison_request_goes_back_to_its_client_and_is_not_carried_across_the_pool():

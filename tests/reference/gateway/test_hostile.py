@@ -9,20 +9,18 @@ import pytest
 from chaos.reference.launcher import start_gateway
 
 from ..http_util import conn, metric, post, request
-from .util import BODY, M, replicas, settings, state, stop
+from .util import BODY, M, settings, state
 
 cases_module = pytest.importorskip("chaos.selftest.cases")
 
 
 @pytest.fixture(scope="module")
-def front():
-    rs = replicas(2)
-    gw = None
+def front(pair):
+    gw = start_gateway(pair, args=settings())
     try:
-        gw = start_gateway(rs, args=settings())
-        yield gw, rs
+        yield gw, pair
     finally:
-        stop(*([gw] if gw else []), *rs)
+        gw.stop()
 
 
 def send(base_url, case):
