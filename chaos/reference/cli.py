@@ -155,6 +155,10 @@ def cmd_serve(args) -> int:
     if not args.allow_remote and (why := remote_host_error(args.host)):
         print(f"error: {why}", file=sys.stderr)
         return 2
+    if args.enable_fault_hooks and not os.environ.get(FAULT_TOKEN_ENV):  # before the model loads: fail fast
+        print(f"error: --enable-fault-hooks needs a token: set the environment variable {FAULT_TOKEN_ENV} to a "
+              f"secret value, and send it as the header x-chaos-fault-token on /admin/faults", file=sys.stderr)
+        return 2
     # Before torch loads libgomp: spin less while waiting. With the default spin count a replica that shares
     # its cores (other replicas, Locust, a gateway) slows ~30x; 10k spins cost ~5% when it has them alone.
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
