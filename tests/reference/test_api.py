@@ -135,3 +135,41 @@ def test_openai_client_streaming_and_not(server):
     assert e.value.code == "context_length_exceeded"
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="nope", prompt="x")
+
+
+def test_chaos_timing_is_the_servers_own_clock_streamed_and_not(server):
+    import json
+    import time
+
+    from .http_util import conn
+
+    body = {"model": M, "prompt": "timing", "max_tokens": 8, "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    c = conn(server.base_url)
+    sent = time.time()
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    first_content, chunks = None, []
+    while line := r.readline():
+        line = line.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if first_content is None and chunk["choices"] and chunk["choices"][0]["text"]:
+            first_content = time.time()
+        chunks.append(chunk)
+    done = time.time()
+    c.close()
+    timed = [ch for ch in chunks if "chaos_timing" in ch]
+    assert len(timed) == 1 and timed[0]["choices"][0]["finish_reason"] == "length"  # only the finish chunk
+    t = timed[0]["chaos_timing"]
+    slack = 0.05  # same machine, same clock: only scheduling separates the two sides
+    assert sent - slack <= t["arrival"] <= t["first_token"] <= t["end"] <= done + slack, (sent, t, done)
+    assert t["first_token"] <= first_content + slack  # written before the client read it
+    assert t["first_token"] - t["arrival"] <= first_content - sent + slack  # so the server's TTFT is the smaller
+
+    sent = time.time()
+    status, _, plain = post(server.base_url, "/v1/completions", {**body, "stream": False})
+    done = time.time()
+    t = plain["chaos_timing"]
+    assert status == 200 and sent - slack <= t["arrival"] <= t["first_token"] <= t["end"] <= done + slack
