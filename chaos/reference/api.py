@@ -203,7 +203,8 @@ class ReferenceAPI:
         return web.json_response(self.faults.describe())
 
     async def faults_post(self, request):
-        body = parse_json_body(await self._read_body(request, ADMIN_BODY_LIMIT), request.headers.get("Content-Type", ""))
+        raw = await self._read_body(request, ADMIN_BODY_LIMIT)
+        body = parse_json_body(raw, request.headers.get("Content-Type", ""))
         return web.json_response(self.faults.apply(body))
 
     async def faults_delete(self, request):

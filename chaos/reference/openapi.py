@@ -67,7 +67,8 @@ def _sampling(max_model_len: int | None) -> dict:
         "stream": {"type": "boolean", "default": False},
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
         "ignore_eos": {"type": "boolean", "default": False, "description": "vLLM's: generate exactly max_tokens"},
-        "presence_penalty": {**number, "minimum": PENALTY[0], "maximum": PENALTY[1], "description": "accepted, ignored"},
+        "presence_penalty": {**number, "minimum": PENALTY[0], "maximum": PENALTY[1],
+                             "description": "accepted, ignored"},
         "frequency_penalty": {**number, "minimum": PENALTY[0], "maximum": PENALTY[1],
                               "description": "accepted, ignored"},
         "n": {"type": "integer", "minimum": 1, "maximum": 1},
@@ -101,7 +102,8 @@ def _requests(max_model_len: int | None) -> dict:
             "max_completion_tokens": _sampling(max_model_len)["max_tokens"],
             "logprobs": {"type": "boolean", "const": False, "description": "not implemented"},
             "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 0}}
-    extra = f"Unknown fields are ignored. Bodies are UTF-8 JSON (no NaN/Infinity), at most {MAX_JSON_DEPTH} levels deep."
+    extra = (f"Unknown fields are ignored. Bodies are UTF-8 JSON (no NaN/Infinity), at most {MAX_JSON_DEPTH} levels "
+             f"deep.")
     return {
         "CompletionRequest": {"type": "object", "required": ["model", "prompt"], "properties": completion,
                               "description": extra},
@@ -134,7 +136,8 @@ def _schemas(max_model_len: int | None) -> dict:
         "Usage": usage,
         "ChaosTiming": timing,
         "Completion": {"type": "object", "properties": {
-            **common, "object": {"const": "text_completion"}, "usage": _ref("Usage"), "chaos_timing": _ref("ChaosTiming"),
+            **common, "object": {"const": "text_completion"}, "usage": _ref("Usage"),
+            "chaos_timing": _ref("ChaosTiming"),
             "choices": {"type": "array", "items": {"type": "object", "properties": {
                 "index": {"type": "integer"}, "text": {"type": "string"}, "logprobs": {"type": "null"},
                 "finish_reason": finish}}}}},

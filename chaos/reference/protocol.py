@@ -63,8 +63,9 @@ def parse_json_body(raw: bytes, content_type: str) -> dict:
     try:
         # UTF-8 only (RFC 8259 for JSON on a network); json.loads(bytes) would also guess UTF-16/32.
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except RecursionError:
-        raise APIError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels", code="invalid_json") from None
+    except RecursionError:  # the C decoder stops at the interpreter's recursion limit
+        raise APIError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels",
+                       code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"The request body is not valid JSON: {e}", code="invalid_json") from None
     if not isinstance(body, dict):

@@ -55,7 +55,8 @@ def read_response(s: socket.socket, limit_s: float = 15.0) -> bytes:
     while time.monotonic() < deadline:
         if b"\r\n\r\n" in data:
             head, body = data.split(b"\r\n\r\n", 1)
-            length = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")]
             if length and len(body) >= length[0]:
                 return data
         chunk = s.recv(65536)
