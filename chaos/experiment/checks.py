@@ -6,6 +6,7 @@ Each returns problems (file:line:col lines); none raises.
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlparse
 
 from ..common import parse_duration
@@ -43,8 +44,21 @@ def _host_args(args: list) -> list[tuple[int, str | None]]:
     return out
 
 
-def target_checks(doc: Located, base: Path, raw: dict) -> list[str]:
-    """raw: the target mapping before ${VAR} substitution (to tell a pasted ${KEY} from a name)."""
+def key_env_reference(doc: Located, base: Path) -> list[str]:
+    """Before substitution: api_key_env: ${OPENAI_API_KEY} would put the key itself where its name belongs."""
+    d = doc.data
+    for p in base:
+        d = d.get(p) if isinstance(d, dict) else None
+    v = d.get("api_key_env") if isinstance(d, dict) else None
+    if isinstance(v, str) and "${" in v:
+        m = re.search(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", v)
+        name = m.group(1) if m else "NAME"
+        return [doc.problem(base + ("api_key_env",), f"api_key_env takes the variable's NAME: write "
+                                                     f"api_key_env: {name}, not ${{{name}}}")]
+    return []
+
+
+def target_checks(doc: Located, base: Path) -> list[str]:
     d, problems = doc.data, []
     for p in base:
         d = d[p]
@@ -83,12 +97,8 @@ def target_checks(doc: Located, base: Path, raw: dict) -> list[str]:
             problems.append(doc.problem(base + ("base_url",), f"{u.hostname} is not a loopback address; "
                                                               f"set allow_remote: true in the target to send "
                                                               f"load to a remote endpoint"))
-        raw_key = (raw or {}).get("api_key_env")
         key = d.get("api_key_env")
-        if isinstance(raw_key, str) and "${" in raw_key:
-            problems.append(doc.problem(base + ("api_key_env",), "api_key_env takes the variable's NAME: write "
-                                                                 "api_key_env: NAME, not ${NAME}"))
-        elif isinstance(key, str) and looks_like_a_key(key):
+        if isinstance(key, str) and looks_like_a_key(key):
             problems.append(doc.problem(base + ("api_key_env",), f"this looks like a key, not the NAME of the "
                                                                  f"variable that holds one; got {preview(key)}"))
     return problems

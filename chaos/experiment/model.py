@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
 from . import schema as S
-from .checks import load_duration, run_would_build, semantic_checks, target_checks
+from .checks import key_env_reference, load_duration, run_would_build, semantic_checks, target_checks
 from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
 from .validation import validate
 from .variables import Masker, Variables, substitute
@@ -101,10 +101,12 @@ def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
     """Substitute and validate a target file; returns its variables and public form."""
     own = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
     tvars = variables.with_defaults(own)
-    raw = copy.deepcopy(doc.data)
+    problems = key_env_reference(doc, ())
+    if problems:
+        raise ExperimentError(problems)
     problems, public = substitute(doc, tvars)
     problems = problems or nonfinite(doc) or validate(doc, S.TARGET_FILE)
-    problems = problems or target_checks(doc, (), raw)
+    problems = problems or target_checks(doc, ())
     if problems:
         raise ExperimentError(problems)
     return tvars, public
@@ -132,9 +134,11 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
             doc.data) else ""
         raise ExperimentError([f"{path}:1:1: not an experiment file: an experiment is a YAML mapping with "
                                f"name:, target: and load: at its top level{hint}"])
-    raw = copy.deepcopy(doc.data)
     declared = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
     variables = Variables(declared, cli_vars)
+    problems = key_env_reference(doc, ("target",))
+    if problems:
+        raise ExperimentError(problems)
     problems, public = substitute(doc, variables)
     if problems:  # the unresolved values would only add confusing type errors
         raise ExperimentError(problems)
@@ -160,7 +164,7 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
         target = _target_spec(tdoc.data, found, target_public)
     else:
         tprobs = validate(doc, S.TARGET_FILE, base=("target",))
-        tprobs = tprobs or target_checks(doc, ("target",), raw.get("target"))
+        tprobs = tprobs or target_checks(doc, ("target",))
         if tprobs:
             raise ExperimentError(tprobs)
         target_public = public["target"]

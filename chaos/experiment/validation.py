@@ -13,10 +13,11 @@ import re
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from ..common import parse_duration, parse_percent
 from .loader import Located, Path
 
 SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
+_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|%)?\s*$")
+_SCALE = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600, "%": 0.01}
 
 
 def _is_int(checker, instance) -> bool:
@@ -30,10 +31,11 @@ def _text_range(validator, spec, instance, schema):
         return
     kind, lo, hi, excl = spec["kind"], spec.get("min"), spec.get("max"), spec.get("exclusive_min", False)
     try:
-        if kind == "duration":
-            values = [parse_duration(instance)]
-        elif kind == "percent":
-            values = [parse_percent(instance)]
+        if kind in ("duration", "percent"):  # the value as written, unbounded: bounding it is this check's job
+            m = _NUMBER_UNIT.match(instance)
+            if not m or (m.group(2) == "%") != (kind == "percent"):
+                return
+            values = [float(m.group(1)) * _SCALE[m.group(2)]]
         elif kind == "tokens":
             a, _, b = instance.partition("-")
             values = [int(a), int(b or a)]

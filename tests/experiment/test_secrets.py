@@ -1,0 +1,175 @@
+"""Secrets never reach an output: variables interpolate only when declared, secret-named ones are masked, the
+API key behind api_key_env is read at request time and written nowhere, and a key pasted where its variable's
+name belongs is refused showing at most 4 characters.
+
+The runs are real: `chaos run` against the bundled reference target (tiny preset) and against an openai target
+aimed at a real reference server on loopback; afterwards every file under the run directory and everything the
+command printed is searched for the secret values.
+"""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from chaos.experiment.loader import ExperimentError
+from chaos.experiment.model import load_experiment
+from chaos.experiment.variables import MASK, Masker
+from chaos.reference.launcher import start_server
+
+
+def chaos(*args, env=None, timeout=240):
+    return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def token(prefix="tok"):
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def files_containing(run_dir, *values) -> list[str]:
+    hits = []
+    for root, _, names in os.walk(run_dir):
+        for n in names:
+            data = open(os.path.join(root, n), "rb").read()
+            hits += [f"{n} holds {v[:4]}..." for v in values if v.encode() in data]
+    return hits
+
+
+SECRET_EXP = """\
+name: secrets
+description: "deploy with ${MY_API_TOKEN} and ${DB_PASSWORD:-unset} (users ${USERS})"
+vars: {MY_API_TOKEN: "", USERS: 2}
+target: {kind: reference, name: "ref-${MY_API_TOKEN}", replicas: 1, preset: tiny, startup_timeout: 60s}
+load: {workload: chat, users: "${USERS}", duration: 6s, output_tokens: 4-8,
+       timeouts: {connect: 2s, first_token: 10s, total: 20s}}
+faults:
+  - {type: server_hook, name: "slow-${MY_API_TOKEN}", at: 2s, step_delay_ms: 5, duration: 2s}
+verify:
+  status_codes: {allowed: [200]}
+"""
+
+
+def test_undeclared_variables_are_refused_without_their_value(tmp_path):
+    value = token()
+    p = tmp_path / "e.yaml"
+    p.write_text(SECRET_EXP.replace("(users ${USERS})", "${UNDECLARED_KEY}"))
+    for args in (["validate", str(p)], ["run", str(p), "--dry-run"]):
+        r = chaos(*args, env={"UNDECLARED_KEY": value, "MY_API_TOKEN": token()})
+        assert r.returncode == 2
+        assert f"{p}:2:" in r.stderr and "${UNDECLARED_KEY} is not declared: declare it under vars:" in r.stderr
+        assert value not in r.stdout + r.stderr and "Traceback" not in r.stderr
+    # Plain environment variables never leak in: HOME is set, but this file does not declare it.
+    h = tmp_path / "h.yaml"
+    h.write_text(SECRET_EXP.replace("(users ${USERS})", "${HOME}"))
+    with pytest.raises(ExperimentError) as e:
+        load_experiment(str(h))
+    assert "${HOME} is not declared" in e.value.problems[0] and os.environ["HOME"] not in e.value.problems[0]
+
+
+def test_declared_secret_is_used_but_masked_in_every_public_form(tmp_path, monkeypatch):
+    value, password = token(), token("pw")
+    monkeypatch.setenv("MY_API_TOKEN", value)
+    monkeypatch.setenv("DB_PASSWORD", password)
+    p = tmp_path / "e.yaml"
+    p.write_text(SECRET_EXP)
+    exp = load_experiment(str(p))
+    assert exp.target.settings["name"] == f"ref-{value}"  # substituted where the run uses it
+    assert exp.description == f"deploy with {MASK} and {MASK} (users 2)"  # labels are public
+    assert exp.target.name == f"ref-{MASK}" and exp.faults[0].name == f"slow-{MASK}"
+    assert value not in json.dumps(exp.resolved) and password not in json.dumps(exp.resolved)
+    assert exp.resolved["load"]["users"] == 2  # only secrets are masked; typing kept
+    # the masking function the runner applies to anything it writes or prints
+    record = {"event": "x", "detail": f"saw {value} and {password}", value: [f"k={password}"]}
+    assert value not in json.dumps(exp.mask(record)) and password not in json.dumps(exp.mask(record))
+    assert exp.mask(f"a {value} b") == f"a {MASK} b" and exp.mask(3) == 3
+    # --var beats the environment, and is masked just the same
+    other = token()
+    exp = load_experiment(str(p), {"MY_API_TOKEN": other})
+    assert exp.target.settings["name"] == f"ref-{other}" and other not in json.dumps(exp.resolved)
+    # a secret cannot name the run: the name is in the run directory's path
+    q = tmp_path / "n.yaml"
+    q.write_text(SECRET_EXP.replace("name: secrets", "name: x${MY_API_TOKEN}"))
+    with pytest.raises(ExperimentError) as e:
+        load_experiment(str(q))
+    assert "secret variable cannot be part of the name" in e.value.problems[0]
+    assert value not in e.value.problems[0]
+
+
+def test_masker_reads_the_api_key_when_called(monkeypatch):
+    m = Masker(["abcdef"], key_env="SOME_LLM_KEY")
+    assert m("x abcdef y") == f"x {MASK} y"
+    monkeypatch.setenv("SOME_LLM_KEY", "sk-live-12345")
+    assert m({"h": "Bearer sk-live-12345"}) == {"h": f"Bearer {MASK}"}
+
+
+def test_dry_run_and_validate_print_no_secret(tmp_path):
+    value, password = token(), token("pw")
+    p = tmp_path / "e.yaml"
+    p.write_text(SECRET_EXP)
+    env = {"MY_API_TOKEN": value, "DB_PASSWORD": password}
+    for args in (["validate", str(p)], ["run", str(p), "--dry-run"], ["run", str(p), "--dry-run", "--var",
+                                                                      f"MY_API_TOKEN={value}"]):
+        r = chaos(*args, env=env)
+        assert r.returncode == 0, r.stderr
+        assert value not in r.stdout + r.stderr and password not in r.stdout + r.stderr
+
+
+def test_a_real_run_writes_no_secret_anywhere(tmp_path):
+    value, password = token(), token("pw")
+    p = tmp_path / "e.yaml"
+    p.write_text(SECRET_EXP)
+    run_dir = tmp_path / "run"
+    r = chaos("run", str(p), "--out", str(run_dir), "--json", env={"MY_API_TOKEN": value, "DB_PASSWORD": password})
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]  # a verdict either way; both are fine
+    rep = json.load(open(run_dir / "report.json"))
+    assert rep["requests"] > 0 and rep["faults"][0]["applied"]
+    assert rep["experiment"]["description"] == f"deploy with {MASK} and {MASK} (users 2)"
+    for f in ("experiment.resolved.json", "report.json", "report.md", "journal.jsonl"):
+        assert (run_dir / f).exists(), f
+    assert files_containing(run_dir, value, password) == []
+    assert value not in r.stdout + r.stderr and password not in r.stdout + r.stderr
+
+
+OPENAI_EXP = """\
+name: remote-key
+target: {kind: openai, base_url: "BASE/v1", model: chaos-reference, api_key_env: LLM_TEST_API_KEY}
+load: {workload: chat, users: 2, duration: 4s, output_tokens: 4-8, timeouts: {connect: 2s, first_token: 10s, total: 20s}}
+verify:
+  status_codes: {allowed: [200]}
+"""
+
+
+def test_the_api_key_is_read_at_request_time_and_written_nowhere(tmp_path):
+    key = token("sk-test")
+    p = tmp_path / "e.yaml"
+    with start_server(["--preset", "tiny", "--threads", "1"]) as server:
+        p.write_text(OPENAI_EXP.replace("BASE", server.base_url))
+        exp = load_experiment(str(p))
+        assert key not in json.dumps(exp.resolved) and exp.target.settings["api_key_env"] == "LLM_TEST_API_KEY"
+        r = chaos("run", str(p), "--out", str(tmp_path / "no-key"))
+        assert r.returncode == 2 and "LLM_TEST_API_KEY is not set" in r.stderr + r.stdout
+        run_dir = tmp_path / "run"
+        r = chaos("run", str(p), "--out", str(run_dir), env={"LLM_TEST_API_KEY": key})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert json.load(open(run_dir / "report.json"))["requests"] > 0
+    assert files_containing(run_dir, key) == [] and key not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("pasted", ["sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+                                    "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+                                    "${OPENAI_API_KEY}"])
+def test_a_pasted_key_in_api_key_env_is_refused_showing_at_most_4_characters(tmp_path, pasted):
+    p = tmp_path / "e.yaml"
+    p.write_text(OPENAI_EXP.replace("BASE", "http://127.0.0.1:9").replace("LLM_TEST_API_KEY", f"'{pasted}'"))
+    r = chaos("validate", str(p), env={"OPENAI_API_KEY": "sk-from-env-0123456789"})
+    assert r.returncode == 2 and f"{p}:2:" in r.stderr and "Traceback" not in r.stderr
+    assert "NAME" in r.stderr, r.stderr
+    assert "sk-from-env-0123456789"[4:] not in r.stderr
+    if "${" in pasted:
+        assert "write api_key_env: OPENAI_API_KEY, not ${OPENAI_API_KEY}" in r.stderr
+    else:
+        assert pasted[4:] not in r.stderr and pasted[:4] in r.stderr

@@ -1,0 +1,86 @@
+"""Target settings that keep a run on loopback (allow_remote) and let the load fix output lengths (ignore_eos)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from chaos.experiment.loader import ExperimentError
+from chaos.experiment.model import load_experiment, load_target
+
+EXP = """\
+name: t
+target: TARGET
+load: {workload: chat, users: 2, duration: 10s}
+"""
+
+
+def exp_with(tmp_path, target: str):
+    p = tmp_path / "e.yaml"
+    p.write_text(EXP.replace("TARGET", target))
+    return str(p)
+
+
+def refused(path) -> str:
+    with pytest.raises(ExperimentError) as e:
+        load_experiment(path)
+    (msg,) = e.value.problems
+    return msg
+
+
+def test_ignore_eos_defaults_on_and_can_be_turned_off(tmp_path):
+    exp = load_experiment(exp_with(tmp_path, "{kind: reference, preset: tiny}"))
+    assert exp.target.ignore_eos is True and exp.target.allow_remote is False
+    exp = load_experiment(exp_with(tmp_path, "{kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m, "
+                                             "ignore_eos: false}"))
+    assert exp.target.ignore_eos is False
+    msg = refused(exp_with(tmp_path, "{kind: reference, ignore_eos: sometimes}"))
+    assert ":2:" in msg and "target.ignore_eos: expected boolean" in msg
+
+
+@pytest.mark.parametrize("args", [["--host", "0.0.0.0"], ["--host=0.0.0.0"], ["--hos", "10.1.2.3"],
+                                  ["--port", "0", "--host", "example.com"], ["--host", "::"], ["--host"]])
+def test_a_reference_target_binding_beyond_loopback_is_refused(tmp_path, args):
+    target = "{kind: reference, preset: tiny, args: %s}" % args
+    msg = refused(exp_with(tmp_path, target))
+    assert msg.startswith(f"{tmp_path / 'e.yaml'}:2:") and "target.args[" in msg
+    assert "allow_remote: true" in msg or "needs an address" in msg
+    if len(args) > 1:
+        load_experiment(exp_with(tmp_path, target.replace("}", ", allow_remote: true}")))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.3.4.5", "localhost", "::1", "[::1]"])
+def test_loopback_hosts_are_accepted(tmp_path, host):
+    load_experiment(exp_with(tmp_path, "{kind: reference, preset: tiny, args: [--host, '%s']}" % host))
+    load_experiment(exp_with(tmp_path, "{kind: openai, base_url: 'http://%s:8000/v1', model: m}"
+                             % (f"[{host.strip('[]')}]" if ":" in host else host)))
+
+
+def test_a_remote_openai_target_needs_allow_remote(tmp_path):
+    target = "{kind: openai, base_url: 'https://api.example.com/v1', model: m, api_key_env: EXAMPLE_KEY}"
+    msg = refused(exp_with(tmp_path, target))
+    assert ":2:" in msg and "api.example.com is not a loopback address" in msg and "allow_remote: true" in msg
+    exp = load_experiment(exp_with(tmp_path, target.replace("}", ", allow_remote: true}")))
+    assert exp.target.allow_remote is True
+    # credentials in the URL are refused whatever allow_remote says
+    msg = refused(exp_with(tmp_path, target.replace("https://", "https://user:hunter2@").replace(
+        "}", ", allow_remote: true}")))
+    assert "must not carry credentials" in msg and "hunter2" not in msg
+
+
+def test_a_target_file_is_checked_the_same_way_by_chaos_validate(tmp_path):
+    t = tmp_path / "t.yaml"
+    t.write_text("kind: reference\npreset: tiny\nargs: [--host, 0.0.0.0]\n")
+    with pytest.raises(ExperimentError):
+        load_target(str(t))
+    r = subprocess.run([sys.executable, "-m", "chaos", "validate", str(t)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and f"{t}:3:" in r.stderr and "allow_remote: true" in r.stderr
+    t.write_text("kind: reference\npreset: tiny\nargs: [--host, 0.0.0.0]\nallow_remote: true\n")
+    spec, _ = load_target(str(t))
+    assert spec.allow_remote is True
+
+
+def test_max_model_len_beyond_the_preset_is_refused(tmp_path):
+    msg = refused(exp_with(tmp_path, "{kind: reference, preset: tiny, max_model_len: 4096}"))
+    assert "exceeds the tiny preset's context of 1024 tokens" in msg
