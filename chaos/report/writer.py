@@ -1,4 +1,4 @@
-"""Write report.json and report.md into the run directory."""
+"""Write report.json and report.md into the run directory, secrets masked (Experiment.mask)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ import time
 from ..load.summary import format_table
 
 
-def write_reports(run_dir: str, report: dict, steps: list) -> tuple[str, str]:
+def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[str, str]:
+    """mask: a function that returns a copy of a string or JSON-like value with secrets scrubbed (the
+    experiment's mask); both files are written from the masked report, and the Markdown is scrubbed again
+    whole, for whatever the table formatting brought in."""
+    mask = mask or (lambda x: x)
+    report = mask(json.loads(json.dumps(report, default=str)))
     json_path = os.path.join(run_dir, "report.json")
     with open(json_path, "w") as f:
-        json.dump(report, f, indent=2, default=str)
+        json.dump(report, f, indent=2)
     md_path = os.path.join(run_dir, "report.md")
     with open(md_path, "w") as f:
-        f.write(markdown(report, steps))
+        f.write(mask(markdown(report, steps)))
     return json_path, md_path
 
 

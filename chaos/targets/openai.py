@@ -1,4 +1,10 @@
-"""A remote OpenAI-compatible endpoint: nothing to start, only to reach. The key stays in the environment."""
+"""A remote OpenAI-compatible endpoint: nothing to start, only to reach.
+
+The key stays in the environment: only the variable's name is kept, and its value is read each time a request
+is made (here for health checks; the load reads it per request the same way), so it is in no file, journal or
+report. The experiment model has already refused credentials inside base_url and a non-loopback host without
+allow_remote: true.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,10 @@ class OpenAITarget(Target):
         self.api_key_env = s.get("api_key_env")
         base = s["base_url"].rstrip("/")
         u = urlparse(base)
-        self.instances.append(Instance(0, u.netloc, base, u.port or (443 if u.scheme == "https" else 80)))
+        port = u.port or (443 if u.scheme == "https" else 80)
+        # The id is what journals and reports show: host and port only, never anything from userinfo.
+        host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname
+        self.instances.append(Instance(0, f"{host}:{port}", base, port))
 
     def _headers(self) -> dict:
         if not self.api_key_env:

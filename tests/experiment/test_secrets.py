@@ -173,3 +173,17 @@ def test_a_pasted_key_in_api_key_env_is_refused_showing_at_most_4_characters(tmp
         assert "write api_key_env: OPENAI_API_KEY, not ${OPENAI_API_KEY}" in r.stderr
     else:
         assert pasted[4:] not in r.stderr and pasted[:4] in r.stderr
+
+
+def test_reports_are_written_through_the_mask(tmp_path):
+    from chaos.report.writer import write_reports
+
+    value = token()
+    report = {"experiment": {"name": "x", "description": f"d {value}"}, "verdict": "passed", "exit_code": 0,
+              "started": 0.0, "duration_s": 1.0, "target": {"kind": "reference", "name": "t", "instances": []},
+              "reason": f"because {value}", "checks": [{"name": "c", "passed": True, "measured": value,
+                                                        "threshold": "", "detail": ""}],
+              "faults": [], "timeline": [{"t": 0.0, "event": "note", "detail": value}], "notes": [value]}
+    write_reports(str(tmp_path), report, [], mask=Masker([value]))
+    assert files_containing(tmp_path, value) == []
+    assert json.load(open(tmp_path / "report.json"))["reason"] == f"because {MASK}"
