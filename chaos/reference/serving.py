@@ -222,20 +222,25 @@ class BodyWorker:
         return await asyncio.shield(task)
 
     async def _exchange(self, body: bytes, meta: dict):
+        head = json.dumps(meta).encode()
         async with self._lock:
-            proc = await self._running()
-            head = json.dumps(meta).encode()
-            try:
-                proc.stdin.write(struct.pack("!II", len(head), len(body)) + head)
-                proc.stdin.write(body)
-                await proc.stdin.drain()
-                async with asyncio.timeout(self.timeout):
-                    (n,) = struct.unpack("!I", await proc.stdout.readexactly(4))
-                    reply = await proc.stdout.readexactly(n)
-            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
-                self.close()
-                raise WorkerError(f"the body worker failed on this request ({type(e).__name__}; it exited with "
-                                  f"{proc.returncode})") from None
+            for attempt in (1, 2):  # a worker that died earlier (killed, out of memory) gets one fresh successor
+                proc = await self._running()
+                try:
+                    proc.stdin.write(struct.pack("!II", len(head), len(body)) + head)
+                    proc.stdin.write(body)
+                    await proc.stdin.drain()
+                    async with asyncio.timeout(self.timeout):
+                        (n,) = struct.unpack("!I", await proc.stdout.readexactly(4))
+                        reply = await proc.stdout.readexactly(n)
+                    break
+                except (asyncio.IncompleteReadError, ConnectionError) as e:
+                    self.close()
+                    if attempt == 2:  # twice in a row: this body is what kills it
+                        raise WorkerError(f"the body worker died on this request ({type(e).__name__})") from None
+                except TimeoutError:
+                    self.close()
+                    raise WorkerError(f"the body worker took over {self.timeout:g}s on this request") from None
             out = json.loads(reply)
             if "crash" in out:
                 raise WorkerError(f"the body worker raised on this request: {out['crash']}")

@@ -233,3 +233,18 @@ def test_health_answers_promptly_while_four_big_bodies_are_uploaded_and_parsed(r
     assert failed == 0
     # The gateway ejects a replica whose /health takes over 1 s; measured here ~0.1-0.3 s (before: 1.7-3 s).
     assert worst < 1.0, f"/health took up to {worst:.2f}s while bodies were parsed (baseline {baseline:.2f}s)"
+
+
+def test_a_dead_body_worker_fails_no_later_request(replica):
+    import psutil
+
+    big = json.dumps({"model": M, "prompt": "ok", "max_tokens": 2, "pad": "y" * 2**20}).encode()
+    assert post(replica.base_url, "/v1/completions", raw=big)[0] == 200  # the worker is running now
+    workers = [p for p in psutil.Process(replica.pid).children() if "worker_main" in " ".join(p.cmdline())]
+    assert len(workers) == 1
+    workers[0].kill()
+    workers[0].wait(10)
+    for _ in range(2):  # the first notices it is gone and starts another; neither fails
+        status, _, body = post(replica.base_url, "/v1/completions", raw=big)
+        assert status == 200, body
+    assert request(replica.base_url, "GET", "/health")[0] == 200
