@@ -203,7 +203,7 @@ def _fault_paths() -> dict:
     state = {"description": "Active hooks and the available ones", "content": {"application/json": {"schema": {
         "type": "object", "properties": {"active": {"type": "object"}, "available": {"type": "object"}}}}}}
     secured = {"security": [{"faultToken": []}]}
-    errs = _error_responses(400, 401)
+    errs = _error_responses(400, 401, 413)  # 413: a fault body over 64 KB
     return {
         "/admin/faults": {
             "get": {"summary": "List fault hooks", **secured, "responses": {"200": state, **_error_responses(401)}},
