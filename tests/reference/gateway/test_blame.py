@@ -137,20 +137,23 @@ def test_busy_replicas_answer_429_with_their_retry_after_not_503(pair):
 
 def test_a_slow_health_check_is_not_an_outage_but_a_dead_replica_is():
     # Every other /health of s0 answers after 1.5 s, past the 1 s health timeout.
-    with Stub(name="s0", health_slow_every=2, health_slow_s=1.5) as s0:
+    s0 = Stub(name="s0", health_slow_every=2, health_slow_s=1.5)
+    gw = None
+    try:
         gw = start_gateway([], args=gateway_args({"s0": s0.url}))
-        try:
-            seen = set()
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                seen.add(state(gw)["primary"]["s0"]["state"])
-                time.sleep(0.05)
-            assert s0.stats()["health"] >= 3  # several checks, some of them slow
-            assert seen == {"up"}, seen
-        finally:
-            s0.stop()
+        seen = set()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            seen.add(state(gw)["primary"]["s0"]["state"])
+            time.sleep(0.05)
+        assert s0.stats()["health"] >= 3  # several checks, some of them slow
+        assert seen == {"up"}, seen
+        s0.stop()
         deadline = time.monotonic() + 10
         while state(gw)["primary"]["s0"]["state"] != "unhealthy" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert state(gw)["primary"]["s0"]["state"] == "unhealthy"  # refused connections are believed at once
-        gw.stop()
+    finally:
+        s0.stop()
+        if gw is not None:
+            gw.stop()
