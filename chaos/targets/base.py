@@ -151,9 +151,6 @@ class Target:
         signal_group(inst.pid, inst.create_time, signal.SIGCONT)
         inst.state = "up"
 
-    def restart_instance(self, inst: Instance, should_stop=lambda: False) -> None:
-        self.restart_instances([inst], should_stop)
-
     def restart_instances(self, insts: list[Instance], should_stop=lambda: False) -> None:
         """Start them all, then wait for each: they come up concurrently, so restarting two costs one start-up,
         not two in a row. Waits for every one even when one fails; raises TargetError naming each failure."""
