@@ -53,9 +53,51 @@ def _text_range(validator, spec, instance, schema):
             return
 
 
+def _dispatch(validator, spec, instance, schema):
+    """x-dispatch: {key, schemas}: validate against the one schema the instance's key names. The same verdicts
+    as the published allOf of if/then branches, evaluating one branch instead of all of them."""
+    if isinstance(instance, dict):
+        sub = spec["schemas"].get(instance.get(spec["key"]))
+        if sub is not None:
+            yield from validator.descend(instance, sub)
+
+
 Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, validators={"x-chaos": _text_range},
+    jsonschema.Draft202012Validator, validators={"x-chaos": _text_range, "x-dispatch": _dispatch},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_int))
+
+
+def _branch(s: dict):
+    """(key, value, then) of an {"if": {"properties": {key: {"const": value}}}, "then": ...} branch, else None."""
+    props = s.get("if", {}).get("properties", {}) if set(s) == {"if", "then"} else {}
+    if len(props) == 1:
+        (key, cond), = props.items()
+        if set(cond) == {"const"}:
+            return key, cond["const"], s["then"]
+    return None
+
+
+def _compiled(schema):
+    """The schema with every allOf made only of kind/type branches turned into one x-dispatch."""
+    if isinstance(schema, list):
+        return [_compiled(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _compiled(v) for k, v in schema.items()}
+    branches = [_branch(b) for b in schema.get("allOf", [])]
+    if branches and all(branches) and len({b[0] for b in branches}) == 1:
+        del out["allOf"]
+        out["x-dispatch"] = {"key": branches[0][0], "schemas": {v: _compiled(t) for _, v, t in branches}}
+    return out
+
+
+_VALIDATORS: dict[int, object] = {}
+
+
+def _validator(schema: dict):
+    if id(schema) not in _VALIDATORS:
+        _VALIDATORS[id(schema)] = Validator(_compiled(schema))
+    return _VALIDATORS[id(schema)]
 
 
 def _describe(schema: dict) -> str:
@@ -138,9 +180,10 @@ def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
         instance = instance[p]
     problems: list[str] = []
     seen = set()
-    for err in sorted(Validator(root_schema).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+    errors = _validator(root_schema).iter_errors(instance)
+    for err in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(base) + tuple(err.absolute_path)
-        if err.validator in ("if", "allOf"):
+        if err.validator in ("if", "allOf", "x-dispatch"):
             continue
         lines = (_unknown_keys(doc, err, path) if err.validator == "additionalProperties"
                  else [doc.problem(path, _message(err, path))])

@@ -55,7 +55,7 @@ SHAPES = [
 ]
 
 HOSTILE_ALWAYS = [float("nan"), float("-inf"), 1e300, 10**30, "99999999999h"]
-HOSTILE_SOMETIMES = [0, -1, 3.5, True, "0s", "150%", "80-30", "0:4"]
+HOSTILE_SOMETIMES = [0, -1, 3.5, True, "150%", "80-30"]
 
 
 def numeric_leaves(d, path=()):
@@ -109,7 +109,9 @@ def documents():
                 yield put(base, path, v), path, True
             for v in HOSTILE_SOMETIMES:
                 yield put(base, path, v), path, False
-            for _ in range(2):
+            if path[-1] == "ramp":
+                yield put(base, path, "0:4"), path, False
+            for _ in range(2 if path[0] == "load" else 1):
                 yield put(base, path, random_in_range(rng, base_value(base, path))), path, False
 
 
@@ -149,7 +151,7 @@ def dry_run(path) -> tuple[int, str]:
 
 def test_generated_documents_validate_build_and_dry_run_agree(tmp_path):
     cases = list(documents())
-    assert len(cases) > 900
+    assert len(cases) > 800
     files = []
     for i, (doc, path, hostile) in enumerate(cases):
         f = tmp_path / f"g{i}.yaml"
@@ -182,7 +184,7 @@ def test_generated_documents_validate_build_and_dry_run_agree(tmp_path):
             line = read_file(name).values.get(path, (None,))[0]
             if hostile:  # out of every range: refused where it is written
                 assert any(p.startswith(f"{name}:{line}:") for p in errors[name]), (shown, line, errors[name])
-    assert accepted > 100  # the random in-range values are mostly taken
+    assert accepted > 60  # the random in-range values are mostly taken
 
 
 def doc_value(doc, path):
