@@ -438,7 +438,7 @@ class Runner:
         self.journal.write("run_finished", verdict=verdict, exit_code=code)
         report["timeline"] = _read(os.path.join(self.run_dir, "journal.jsonl"))  # read once, run_finished included
         report = self.public(report)
-        write_reports(self.run_dir, report, steps)
+        write_reports(self.run_dir, report, steps, mask=self.public)  # the Markdown is scrubbed again, whole
         self.journal.close()
         self.report = report
         return code

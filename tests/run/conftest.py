@@ -36,9 +36,10 @@ def lifecycle_file(tmp_path):
     return str(p)
 
 
-def start_run(exp_file, run_dir, *extra):
+def start_run(exp_file, run_dir, *extra, env=None):
     return subprocess.Popen([sys.executable, "-m", "chaos", "run", exp_file, "--out", str(run_dir), "--json", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
 
 
 def wait_journal(run_dir, event, count=1, timeout=60):

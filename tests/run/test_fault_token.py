@@ -106,3 +106,34 @@ def test_allow_remote_only_when_the_target_says_so(tmp_path):
     assert local.fault_token != remote.fault_token  # one per run
     assert all(local.fault_token not in part for part in local.command(local.instances[0]))  # never in argv
     assert sys.executable in local.command(local.instances[0])
+
+
+SECRET_ECHO = """\
+name: masked
+vars: {RUN_TOKEN: placeholder}
+target:
+  kind: process
+  # A command that prints its secret argument and dies: the runner's error quotes its last output.
+  command: ["%s", "-c", "import sys; print('started with', sys.argv[1]); sys.exit(3)", "${RUN_TOKEN}", "{port}"]
+  model: m
+  startup_timeout: 30s
+load: {workload: chat, users: 1, duration: 4s}
+"""
+
+
+def test_a_secret_variable_reaches_no_output_of_the_run(tmp_path):
+    """The experiment's mask (and the fault token) go over everything the runner writes or prints: the view's
+    events, the journal, the reports. Here a target's own output quotes a secret-named variable's value."""
+    value = "s3cret-value-0123456789"
+    f = tmp_path / "masked.yaml"
+    f.write_text(SECRET_ECHO % sys.executable)
+    run_dir = tmp_path / "run"
+    proc = start_run(str(f), run_dir, env={"RUN_TOKEN": value})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "exited with 3" in out, out[-2000:]
+    assert "started with ***" in out and value not in out
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            if name.startswith("process-"):
+                continue  # the target's own log: what it printed is its business, not the runner's output
+            assert value not in open(os.path.join(root, name), errors="replace").read(), name
