@@ -17,7 +17,7 @@ from aiohttp import web
 from ...common import parse_retry_after
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
-from .upstreams import Upstream
+from .upstreams import FirstByteDeadline, Upstream
 
 BUSY, ANSWER, BROKEN = "busy", "answer", "broken"
 RETRY_LATER = {408, 409, 429}  # a working replica asking to be asked again later, or elsewhere
@@ -64,10 +64,12 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
     resp = None
     committed = None
     loop = asyncio.get_running_loop()
+    deadline = None
     try:
         try:
-            # asyncio.timeout rather than wait_for: no extra task per await on the hot path.
-            async with asyncio.timeout(first_timeout):
+            # asyncio.timeout rather than wait_for: no extra task per await on the hot path. The upstream's
+            # health check may bring the deadline forward (Upstream.abandon_waiting).
+            async with FirstByteDeadline(u, first_timeout) as deadline:
                 resp = await gw.session.post(u.url + path, data=raw, headers=headers)
                 ctype = resp.headers.get("Content-Type", "application/json")
                 served = served_as or resp.headers.get("x-served-by") or u.name
@@ -96,7 +98,11 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
                 return web.Response(body=data, status=resp.status, headers={**out_headers, "Content-Type": ctype})
             if not first:
                 return Failure(BROKEN, u, "the stream ended before any data")
-        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        except TimeoutError:
+            if deadline is not None and deadline.abandoned:
+                return Failure(BROKEN, u, "stopped answering: its health check failed while this request waited")
+            return Failure(BROKEN, u, f"no first byte within {first_timeout:.1f}s")
+        except (aiohttp.ClientError, OSError) as e:
             return Failure(BROKEN, u, type(e).__name__)
         # Commit: from here on nothing is retried.
         gw.latency.ttft.append(time.monotonic() - t0)

@@ -32,6 +32,7 @@ class Upstream:
         self.last_ok_at = -1e9  # monotonic time of the last success (the poison rule's evidence)
         self.failed_checks = 0
         self.peers: list[Upstream] = [self]  # the pool, set by Pool
+        self.waiting: set[FirstByteDeadline] = set()  # attempts waiting for this upstream's first byte
 
     def available(self, now: float) -> bool:
         return self.healthy and now >= self.ejected_until and self.breaker.can_pass()
@@ -65,6 +66,42 @@ class Upstream:
         replica busy reading big bodies is not an outage). Up again at the first success."""
         self.failed_checks = 0 if ok else self.failed_checks + 1
         self.healthy = ok or (timed_out and self.failed_checks < self.settings.unhealthy_after_checks)
+        if timed_out:
+            self.abandon_waiting()
+
+    def abandon_waiting(self) -> None:
+        """Release every attempt still waiting for this upstream's first byte: it did not answer a /health
+        check in time, so it is stopped (SIGSTOP, a hung event loop) or cannot take more. Nothing reached
+        those clients yet, so they go on down the chain now instead of waiting out a first-token timeout sized
+        for normal latency (under CPU contention "auto" grows to many seconds, longer than a frozen replica's
+        pause and longer than clients wait: the cache fallback then never answered)."""
+        if self.waiting:
+            now = asyncio.get_running_loop().time()
+            for deadline in list(self.waiting):
+                deadline.abandon(now)
+
+
+class FirstByteDeadline:
+    """asyncio.timeout for one attempt's first byte, known to its upstream while it runs, so that
+    Upstream.abandon_waiting can bring it forward."""
+
+    __slots__ = ("abandoned", "timeout", "upstream")
+
+    def __init__(self, upstream: Upstream, seconds: float):
+        self.upstream, self.timeout, self.abandoned = upstream, asyncio.timeout(seconds), False
+
+    async def __aenter__(self) -> FirstByteDeadline:
+        await self.timeout.__aenter__()
+        self.upstream.waiting.add(self)
+        return self
+
+    async def __aexit__(self, *exc):
+        self.upstream.waiting.discard(self)
+        return await self.timeout.__aexit__(*exc)
+
+    def abandon(self, now: float) -> None:
+        self.abandoned = True
+        self.timeout.reschedule(now)
 
 
 class Pool:
@@ -79,7 +116,8 @@ class Pool:
         candidates = [u for u in self.upstreams if u.name not in exclude and u.available(now)]
         if not candidates:
             return None
-        return min(candidates, key=lambda u: (u.outstanding, u.served))
+        # A replica whose last health check failed goes last: it may be stalled (see abandon_waiting).
+        return min(candidates, key=lambda u: (u.failed_checks > 0, u.outstanding, u.served))
 
 
 class LatencyTracker:

@@ -136,6 +136,29 @@ def test_fallback_order_backup_then_cache_then_503():
         stop(gw, *rs, b0)
 
 
+def test_a_frozen_backup_does_not_hold_requests_for_the_whole_first_token_timeout():
+    """A SIGSTOPped backup accepts connections and answers nothing. Its waiting attempts are released when its
+    health check times out, so a repeated question is answered from the cache in about a health timeout, not
+    after the first-token timeout ("auto" is 1.5 x P99: many seconds on a busy box, longer than a short pause
+    and longer than clients wait, so under contention the cache never answered)."""
+    (r0,) = replicas(1)
+    (b0,) = replicas(1, prefix="b")
+    gw = start_gateway([r0], [b0], args=settings(first_token_timeout=60))
+    try:
+        assert post(gw.base_url, "/v1/completions", BODY)[1]["x-served-by"] == "r0"
+        r0.stop()
+        assert post(gw.base_url, "/v1/completions", BODY)[1]["x-served-by"] == "backup"
+        b0.signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        status, headers, _ = post(gw.base_url, "/v1/completions", BODY, timeout=90)
+        took = time.monotonic() - t0
+        assert status == 200 and headers["x-served-by"] == "cache"
+        assert took < 30, f"the frozen backup held the request {took:.1f}s (first-token timeout 60s)"
+    finally:
+        b0.signal(signal.SIGCONT)
+        stop(gw, r0, b0)
+
+
 def test_admission_control_refuses_with_429():
     rs = replicas(1)
     fault(rs[0], {"step_delay_ms": 50})
