@@ -9,8 +9,9 @@ MAX_TOKENS = 1_000_000
 
 def duration(positive: bool = False, maximum: float = WEEK) -> dict:
     """A duration: a number of seconds, or text such as 30s, 2m, 1h, 250ms. Text is range-checked by x-chaos."""
-    low = "more than 0" if positive else "from 0"
-    text = f"a duration {low} to {maximum:g}s ({maximum / 86400:g} days): 30s, 2m, 1h, 250ms, or seconds"
+    span = f"{maximum:g}s" if maximum < 86400 else f"{maximum / 86400:g} days ({maximum:g}s)"
+    low = "above 0 and at most" if positive else "from 0 to"
+    text = f"a duration {low} {span}: 30s, 2m, 1h, 250ms, or seconds"
     number = {"type": "number", "maximum": maximum, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
     return {"description": text,
             "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*(ms|s|m|h)?\s*$"}],
@@ -18,8 +19,8 @@ def duration(positive: bool = False, maximum: float = WEEK) -> dict:
 
 
 def percent(positive: bool = False) -> dict:
-    low = "more than 0%" if positive else "0%"
-    text = f"a fraction from {low} to 100%: 0.1%, 50%, or a number from 0 to 1"
+    low = "above 0% and at most" if positive else "from 0% to"
+    text = f"a fraction {low} 100%: 0.1%, 50%, or a number from 0 to 1"
     number = {"type": "number", "maximum": 1, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
     return {"description": text,
             "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*%\s*$"}],

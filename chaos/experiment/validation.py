@@ -16,6 +16,7 @@ from jsonschema.exceptions import ValidationError
 from .loader import Located, Path
 
 SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
+RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|%)?\s*$")
 _SCALE = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600, "%": 0.01}
 
@@ -142,7 +143,7 @@ def _message(err: ValidationError, path: Path) -> str:
         return f"expected {err.validator_value}, got {type(inst).__name__} {inst!r}"[:160]
     if v == "const":
         return f"{inst!r} is not {err.validator_value!r}"
-    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+    if v in RANGE_KEYWORDS:
         return f"{inst!r} is out of range: {range_text(err.schema)}"
     if v == "pattern":
         return f"{str(inst)[:80]!r} is not {_describe(err.schema)}"
@@ -180,8 +181,11 @@ def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
         instance = instance[p]
     problems: list[str] = []
     seen = set()
-    errors = _validator(root_schema).iter_errors(instance)
-    for err in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
+    errors = sorted(_validator(root_schema).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    wrong_type = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    for err in errors:
+        if err.validator in RANGE_KEYWORDS and tuple(err.absolute_path) in wrong_type:
+            continue  # "expected integer, got float 1e+29" says it; its range is the next thing to fix
         path = tuple(base) + tuple(err.absolute_path)
         if err.validator in ("if", "allOf", "x-dispatch"):
             continue
