@@ -26,6 +26,7 @@ MAX_ALIASES = 100
 # and a file named by mistake (target: /etc/shadow) must never be echoed.
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 MERGE_TAG = "tag:yaml.org,2002:merge"
+PLAIN_COLLECTIONS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
 class ExperimentError(Exception):
@@ -162,6 +163,9 @@ class _Builder:
         self.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node)
+        if node.tag not in PLAIN_COLLECTIONS:  # !!set, !!omap, !!python/...: nothing here is written so
+            raise _Refused(node.start_mark, "a value this loader cannot build (YAML tags other than the core "
+                                            "ones are not supported)")
         if id(node) in self.open:
             raise _Refused(node.start_mark, "an alias refers to a node that contains it (a cycle)")
         self.open.add(id(node))
@@ -178,6 +182,9 @@ class _Builder:
         except yaml.YAMLError:
             raise _Refused(node.start_mark, "a value this loader cannot build (YAML tags other than the core "
                                             "ones are not supported)") from None
+        except (ValueError, OverflowError):  # Python refuses int("1" * 5000)
+            raise _Refused(node.start_mark, "a number too long to read; no setting needs more than a few "
+                                            "digits") from None
 
     def entries(self, node) -> list:
         """(key node, value node) pairs with merges resolved: keys written here win, then earlier merges."""

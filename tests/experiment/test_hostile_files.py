@@ -117,6 +117,15 @@ def test_many_small_nodes_under_the_byte_limit_are_refused_by_count(tmp_path):
     assert msg.startswith(f"{p}:2:") and f"more than {L.MAX_NODES:,} values" in msg, msg
 
 
+def test_unbuildable_scalars_are_refused_with_a_line(tmp_path):
+    p = tmp_path / "long.yaml"
+    p.write_text("name: t\nload: {users: " + "1" * 5000 + "}\n")  # Python's int() refuses > 4300 digits
+    refused(p, f"{p}:2:", "a number too long to read")
+    q = tmp_path / "tag.yaml"
+    q.write_text("name: t\nload: {seed: !!python/object/apply:os.system [ls]}\n")
+    refused(q, f"{q}:2:", "YAML tags other than the core ones")
+
+
 def test_a_device_or_fifo_is_not_read(tmp_path):
     with pytest.raises(ExperimentError) as e:
         L.read_file("/dev/zero")
