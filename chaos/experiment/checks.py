@@ -81,11 +81,12 @@ def target_checks(doc: Located, base: Path) -> list[str]:
         except (ImportError, KeyError):
             pass
     if kind == "openai":
-        u = urlparse(d["base_url"])
         try:
-            u.port
-        except ValueError:
-            problems.append(doc.problem(base + ("base_url",), "base_url has a port that is not a number"))
+            u = urlparse(d["base_url"])
+            u.port  # raises for a port that is not a number from 0 to 65535
+        except ValueError as e:
+            return problems + [doc.problem(base + ("base_url",), f"base_url is not a valid URL ({e}); write e.g. "
+                                                                 f"https://api.example.com/v1")]
         if u.username or u.password:
             problems.append(doc.problem(base + ("base_url",), "base_url must not carry credentials "
                                                               "(user:password@); name the key's environment "

@@ -57,8 +57,9 @@ def _text_range(validator, spec, instance, schema):
 def _dispatch(validator, spec, instance, schema):
     """x-dispatch: {key, schemas}: validate against the one schema the instance's key names. The same verdicts
     as the published allOf of if/then branches, evaluating one branch instead of all of them."""
-    if isinstance(instance, dict):
-        sub = spec["schemas"].get(instance.get(spec["key"]))
+    key = instance.get(spec["key"]) if isinstance(instance, dict) else None
+    if isinstance(key, str):  # anything else fails the key's own enum
+        sub = spec["schemas"].get(key)
         if sub is not None:
             yield from validator.descend(instance, sub)
 

@@ -84,3 +84,13 @@ def test_a_target_file_is_checked_the_same_way_by_chaos_validate(tmp_path):
 def test_max_model_len_beyond_the_preset_is_refused(tmp_path):
     msg = refused(exp_with(tmp_path, "{kind: reference, preset: tiny, max_model_len: 4096}"))
     assert "exceeds the tiny preset's context of 1024 tokens" in msg
+
+
+@pytest.mark.parametrize("target,needle", [
+    ("{kind: [reference]}", "target.kind"),  # not a name: the kind's own error, no TypeError
+    ("{kind: openai, base_url: 'http://[::1/v1', model: m}", "base_url is not a valid URL"),
+    ("{kind: openai, base_url: 'http://127.0.0.1:99999/v1', model: m}", "base_url is not a valid URL"),
+])
+def test_malformed_targets_are_one_line_each(tmp_path, target, needle):
+    msg = refused(exp_with(tmp_path, target))
+    assert msg.startswith(f"{tmp_path / 'e.yaml'}:2:") and needle in msg
