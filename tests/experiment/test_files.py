@@ -140,3 +140,12 @@ def test_schema_is_published_and_lists_fault_types():
         "kill_instance", "pause_instance", "server_hook"]
     r = subprocess.run([sys.executable, "-m", "chaos", "list", "faults"], capture_output=True, text=True)
     assert "kill_instance" in r.stdout and "pause_instance" in r.stdout
+
+
+def test_published_schemas_are_valid_json_schema():
+    import jsonschema
+
+    from chaos.experiment import schema as S
+
+    for schema in (S.EXPERIMENT, S.TARGET_FILE):
+        jsonschema.Draft202012Validator.check_schema(schema)
