@@ -22,16 +22,19 @@ def build_parser() -> argparse.ArgumentParser:
                "  chaos reference serve --port 8000            # the bundled OpenAI-compatible server\n"
                "  chaos reference demo                         # start one, stream a few requests, stop it\n"
                "  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s\n"
+               "  chaos selftest hostile                       # hostile input: every count must stay 0\n"
                "\nRun `chaos COMMAND --help` for the options of each command.")
     parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from .load import cli as load_cli
     from .reference import cli as reference_cli
     from .run import cli as run_cli
+    from .selftest import hostile as selftest_cli
 
     run_cli.register(sub, Formatter)
     load_cli.register(sub, Formatter)
     reference_cli.register(sub, Formatter)
+    selftest_cli.register(sub, Formatter)
     return parser
 
 

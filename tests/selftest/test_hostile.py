@@ -1,0 +1,34 @@
+"""`chaos selftest hostile` end to end: real replicas and a real gateway, every case sent both ways."""
+
+import json
+import subprocess
+import sys
+
+from chaos.selftest.cases import hostile_cases
+from chaos.selftest.hostile import COUNTS, Tally, render
+
+
+def test_selftest_hostile_sends_every_case_both_ways_and_every_count_is_zero(tmp_path):
+    out = tmp_path / "hostile.json"
+    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "hostile", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    result = json.loads(out.read_text())
+    n = len(hostile_cases())
+    assert result["cases"] == n and result["direct"]["requests"] == n and result["gateway"]["requests"] == n
+    assert all(result["total"][c] == 0 for c in COUNTS if c != "requests"), result
+    assert "clean: every count is 0" in r.stdout
+
+
+def test_a_finding_makes_the_run_not_clean_and_is_shown():
+    t = Tally(requests=3, errors_5xx=1, findings=["r0: completions seed=1e30: 503 engine_dead"])
+    assert not t.clean
+    text = render({"cases": 3, "target": "x", "total": {c: getattr(t, c) for c in COUNTS}, "clean": t.clean,
+                   "findings": t.findings})
+    assert "NOT clean" in text and "! r0: completions seed=1e30" in text
+
+
+def test_a_non_loopback_url_is_refused():
+    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "hostile", "--url", "http://10.1.2.3:8000"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not a loopback address" in r.stdout
