@@ -59,7 +59,7 @@ class ReferenceTarget(Target):
         # One per run, in memory and in the replicas' environment only (never argv, the journal or a log): anyone
         # else on the machine who can reach a replica's port still cannot crash or hang it.
         self.fault_token = secrets.token_urlsafe(32)
-        self.allow_remote = bool(s.get("allow_remote", False))
+        self.allow_remote = spec.allow_remote
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,

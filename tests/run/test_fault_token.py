@@ -91,9 +91,10 @@ def test_token_reaches_replicas_and_no_file(tmp_path):
     assert refused == 401
 
 
-def spec(**settings) -> TargetSpec:
-    return TargetSpec(kind="reference", name="t", settings={"preset": "tiny", **settings}, source="t.yaml",
-                      replicas=1)
+def spec(allow_remote=False, **settings) -> TargetSpec:
+    return TargetSpec(kind="reference", name="t", settings={"preset": "tiny", "allow_remote": allow_remote,
+                                                            **settings}, source="t.yaml", replicas=1,
+                      allow_remote=allow_remote)
 
 
 def test_allow_remote_only_when_the_target_says_so(tmp_path):
