@@ -162,9 +162,15 @@ def run_would_build(doc: Located, target) -> list[str]:
     problem here is a gap in them: it still gets a line, not a traceback."""
     problems = []
     try:
+        from ..load.workloads import Workload
         from ..run.loadspec import load_config
 
-        load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
+        cfg = load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
+        # The sizes the workloads can hit (a case's own text and template set a floor), counted as the run will:
+        # exactly for the reference server's byte tokenizer, estimated for others. Replay logs are read at run.
+        generated = [(spec, w) for spec, w in cfg.workload if spec.name != "replay"]
+        if generated:
+            Workload(generated, tokenizer="byte" if target.kind == "reference" else "estimate")
     except (ValueError, TypeError, RuntimeError) as e:
         problems.append(doc.problem(("load",), f"the run would refuse this load: {e}"))
     gw = target.settings.get("gateway")

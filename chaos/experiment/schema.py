@@ -133,7 +133,7 @@ SLO = _obj({"p50_latency": POSITIVE, "p95_latency": POSITIVE, "p99_latency": POS
 
 _RAMP_TEXT = f"START:END users, each from 1 to {MAX_USERS:,}, grown linearly over duration"
 LOAD = _obj({
-    "workload": {"enum": ["chat", "rag", "long", "prefix", "json", "replay"]},
+    "workload": {"enum": ["chat", "completion", "rag", "long", "prefix", "json", "replay"]},
     "mix": {"type": "object", "minProperties": 1, "additionalProperties": number(0, 1_000_000, exclusive=True)},
     "users": integer(1, MAX_USERS), "spawn_rate": number(0, 10_000, exclusive=True),
     "duration": POSITIVE,
