@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from . import __version__
+
+# Which module registers each command. `chaos reference serve` (every replica start) imports only its own.
+COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
+            "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
+            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile"}
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (only=COMMAND) just what that command needs."""
     parser = argparse.ArgumentParser(
         prog="chaos", formatter_class=Formatter,
         description="Chaos engineering and fault injection for LLM inference services.",
@@ -26,20 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
                "\nRun `chaos COMMAND --help` for the options of each command.")
     parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from .load import cli as load_cli
-    from .reference import cli as reference_cli
-    from .run import cli as run_cli
-    from .selftest import hostile as selftest_cli
-
-    run_cli.register(sub, Formatter)
-    load_cli.register(sub, Formatter)
-    reference_cli.register(sub, Formatter)
-    selftest_cli.register(sub, Formatter)
+    modules = [COMMANDS[only]] if only in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(name).register(sub, Formatter)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=next((w for w in words if not w.startswith("-")), None))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -107,13 +107,20 @@ def register(sub, formatter) -> None:
                     "checks and outlier ejection, per-attempt timeouts, at most --retries retries with backoff\n"
                     "(only before anything streamed), a circuit breaker per replica, and a fallback chain:\n"
                     "backup replicas, then a cached answer for a repeated request, then 503 with Retry-After.\n"
-                    "x-served-by names the path: the replica id, backup, or cache.",
+                    "A client's 4xx passes through unretried and counts against no replica; when every replica\n"
+                    "says it is busy (429) the client gets 429 with the soonest Retry-After; a request that two\n"
+                    "replicas answer 5xx (a poison request) goes back to its client. x-served-by names the\n"
+                    "path: the replica id, backup, or cache. docs/gateway.md has every rule and setting.",
         epilog="example:\n"
                "  chaos reference gateway --port 9000 --upstream r0=http://127.0.0.1:8000 \\\n"
                "      --upstream r1=http://127.0.0.1:8001 --backup b0=http://127.0.0.1:8100 --retries 2")
     gw.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless --allow-remote)")
     gw.add_argument("--allow-remote", action="store_true", help="allow a --host that is not a loopback address")
     gw.add_argument("--port", type=int, default=9000, help="0 picks a free one")
+    gw.add_argument("--header-timeout", type=_seconds, metavar="DURATION",
+                    help="a client's headers must arrive within this (default 10s); else 408, connection closed")
+    gw.add_argument("--body-timeout", type=_seconds, metavar="DURATION",
+                    help="a client's body must arrive within this of its headers (default 30s); else 408")
     gw.add_argument("--upstream", action="append", default=[], metavar="NAME=URL", help="a primary replica")
     gw.add_argument("--backup", action="append", default=[], metavar="NAME=URL", help="a backup (fallback) replica")
     gw.add_argument("--retries", type=int, default=2)
@@ -200,7 +207,15 @@ def cmd_gateway(args) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     try:
-        extra = json.loads(args.settings)
+        try:
+            extra = json.loads(args.settings)
+        except ValueError as e:
+            raise ValueError(f"--settings is not JSON: {e}") from None
+        if not isinstance(extra, dict):
+            raise ValueError("--settings must be a JSON object of gateway settings, e.g. '{\"retries\": 1}'")
+        for name, v in (("header_timeout_s", args.header_timeout), ("body_timeout_s", args.body_timeout)):
+            if v is not None:
+                extra.setdefault(name, v)
         settings = GatewaySettings.from_dict({"retries": args.retries, "max_concurrency": args.max_concurrency,
                                               "max_queue": args.max_queue,
                                               "first_token_timeout": timeout(args.first_token_timeout),

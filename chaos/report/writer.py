@@ -41,7 +41,9 @@ def markdown(r: dict, steps: list) -> str:
         lines.append(f"- **{r['reason']}**")
     lines += ["", "## Checks", "", "| check | result | measured | required | detail |", "|---|---|---|---|---|"]
     for c in r["checks"]:
-        lines.append(f"| {c['name']} | {'pass' if c['passed'] else '**FAIL**'} | {c['measured']} | "
+        result = {"passed": "pass", "not_judged": "not judged"}.get(
+            c.get("status") or ("passed" if c["passed"] else "failed"), "**FAIL**")
+        lines.append(f"| {c['name']} | {result} | {c['measured']} | "
                      f"{c['threshold']} | {c['detail']} |")
     if not r["checks"]:
         lines.append("| (none ran) | | | | |")

@@ -184,7 +184,8 @@ class Runner:
         self.view.event("target", "healthy: " + ", ".join(f"{i.id} {i.url}" for i in self.target.all_instances()))
 
     def _start_load(self) -> None:
-        cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir)
+        cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
+                          ignore_eos=self.exp.target.ignore_eos)
         self.load = LoadRun(cfg, progress=lambda m: None)
         self.load.start()
         self.load_t0 = self.load.t_start
