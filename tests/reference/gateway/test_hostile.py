@@ -2,13 +2,11 @@
 the answer a good replica gives (a clear 4xx, or 200 where the input is extreme but valid; never a 5xx), none is
 retried, no replica is ejected, no breaker opens, and a normal request is then served by a primary."""
 
-import json
-
 import pytest
 
 from chaos.reference.launcher import start_gateway
 
-from ..http_util import conn, metric, post, request
+from ..http_util import metric, post, request
 from .util import BODY, M, settings, state
 
 cases_module = pytest.importorskip("chaos.selftest.cases")
@@ -23,29 +21,13 @@ def front(pair):
         gw.stop()
 
 
-def send(base_url, case):
-    c = conn(base_url, timeout=120)
-    if case.chunked:
-        c.request(case.method, case.path, body=case.chunks(), headers=case.headers, encode_chunked=True)
-    else:
-        c.request(case.method, case.path, body=case.payload() or None, headers=case.headers)
-    r = c.getresponse()
-    raw = r.read()
-    c.close()
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = raw[:200]
-    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
-
-
 def test_every_hostile_request_through_the_gateway(front):
     gw, _ = front
     max_model_len = request(gw.base_url, "GET", "/v1/models")[2]["data"][0]["max_model_len"]
     cases = cases_module.hostile_cases(M, max_model_len)
     wrong = []
     for case in cases:
-        status, headers, body = send(gw.base_url, case)
+        status, headers, body = cases_module.send(case, gw.base_url, timeout=120)
         if status not in case.expect:
             wrong.append(f"{case.name}: {status} (want {case.expect}) {str(body)[:160]}")
             continue
