@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..load.driver import LoadConfig, Timeouts
 from ..common import parse_duration
+from ..load.driver import LoadConfig, Timeouts
 from ..load.shapes import plan_from
 from ..load.workloads import WorkloadSpec
 

@@ -76,13 +76,18 @@ def stop_processes(procs: list[psutil.Process], grace: float = 3.0) -> list[psut
         except psutil.Error:
             continue
     _, left = psutil.wait_procs(alive, timeout=grace)
-    for p in left:
+    kill_processes(left)
+    return alive
+
+
+def kill_processes(procs: list[psutil.Process]) -> None:
+    """SIGKILL each (gone already is fine) and reap them."""
+    for p in procs:
         try:
             p.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(left, timeout=3)
-    return alive
+    psutil.wait_procs(procs, timeout=3)
 
 
 def stop_our_group(pgid: int, create_time: float | None, run_id: str | None, grace: float = 3.0) -> bool:

@@ -30,7 +30,7 @@ from ..verify import checks as V
 from ..verify.verdict import RunFacts, run_checks
 from .journal import Journal
 from .loadspec import load_config
-from .procs import RUN_ID_ENV, marked, run_id_for
+from .procs import RUN_ID_ENV, kill_processes, marked, run_id_for
 from .timing import restart_warnings
 from .view import View
 
@@ -395,12 +395,7 @@ class Runner:
             kids = []
         seen = {p.pid for p in kids}
         kids += [p for p in marked(self.run_id) if p.pid not in seen]
-        for p in kids:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(kids, timeout=3)
+        kill_processes(kids)
         if kids:
             self.journal.write("orphans_stopped", pids=[p.pid for p in kids])
 

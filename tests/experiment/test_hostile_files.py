@@ -17,13 +17,7 @@ from chaos.experiment import loader as L
 from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment
 
-GOOD = """\
-name: t
-target: {kind: reference, replicas: 2, preset: tiny}
-load: {workload: chat, users: 2, duration: 10s}
-faults:
-  - {type: kill_instance, at: 3s, instance: 1, restart_after: 2s}
-"""
+from .test_files import GOOD
 
 
 def chaos(*args, timeout=60):
