@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import subprocess
@@ -125,3 +126,18 @@ def unreverted(run_dir) -> list[str]:
 
 def report(run_dir) -> dict:
     return json.load(open(os.path.join(run_dir, "report.json")))
+
+
+SPIN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextlib.contextmanager
+def spinning(n: int):
+    """n processes that each keep one core busy (bounded: 300 s), stopped when the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait(10)

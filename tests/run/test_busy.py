@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from .conftest import leftovers, report, unreverted
+from .conftest import leftovers, report, spinning, unreverted
 
 RESTART = """\
 name: busy-restart
@@ -30,21 +30,13 @@ verify:
   served_by_all: true
 """
 
-SPIN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:\n    pass\n"
-
-
 def test_restart_check_under_cpu_load_passes_or_is_not_judged(tmp_path):
     f = tmp_path / "busy.yaml"
     f.write_text(RESTART)
     run_dir = tmp_path / "run"
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(os.cpu_count() or 2)]
-    try:
+    with spinning(os.cpu_count() or 2):
         r = subprocess.run([sys.executable, "-m", "chaos", "run", str(f), "--out", str(run_dir), "--json"],
                            capture_output=True, text=True, timeout=400)
-    finally:
-        for p in spinners:
-            p.kill()
-            p.wait(10)
     rep = report(run_dir)
     check = next(c for c in rep["checks"] if c["name"] == "every instance serves after recovery")
     assert r.returncode in (0, 4), json.dumps(rep["checks"], indent=1) + "\n" + "\n".join(rep["notes"])
