@@ -32,7 +32,7 @@ def markdown(r: dict, steps: list) -> str:
     verdict = r["verdict"].upper()
     lines = [f"# {r['experiment']['name']}: {verdict}", ""]
     if r["experiment"].get("description"):
-        lines += [r["experiment"]["description"], ""]
+        lines += [r["experiment"]["description"].strip(), ""]
     lines += [f"- started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(r['started']))}, "
               f"took {r['duration_s']:.0f}s, exit code {r['exit_code']}",
               f"- target: {r['target'].get('kind')} `{r['target'].get('name')}`, model `{r['target'].get('model')}`, "
