@@ -1,4 +1,5 @@
-"""Small helpers that several packages need: durations, percentages, Retry-After, stopping a process group.
+"""Small helpers that several packages need: durations, percentages, Retry-After, loopback addresses, the fault
+token's names, stopping a process group.
 
 Standard library and psutil only, and nothing else of the toolkit: the bundled reference server
 (chaos/reference/) imports this module and nothing else outside its own package, so lifting the server out
@@ -7,6 +8,7 @@ takes this one file with it.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -28,7 +30,7 @@ def parse_duration(text) -> float:
     if isinstance(text, bool):
         raise ValueError(f"bad duration {text!r}: write e.g. 30s, 2m, 1h or 250ms")
     if isinstance(text, (int, float)):
-        v = float(text)
+        v = _finite_float(text)
     else:
         m = _DURATION.match(str(text))
         if not m:
@@ -47,12 +49,19 @@ def parse_percent(v) -> float:
             raise ValueError(f"bad percentage {v!r}: write e.g. 0.1%, 50% or a fraction such as 0.05")
         out = float(m.group(1)) / 100
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        out = float(v)
+        out = _finite_float(v)
     else:
         raise ValueError(f"bad percentage {v!r}: write e.g. 0.1%, 50% or a fraction such as 0.05")
     if not 0 <= out <= 1:  # NaN fails this too
         raise ValueError(f"bad percentage {v!r}: a fraction is from 0 to 1 (0% to 100%)")
     return out
+
+
+def _finite_float(v: int | float) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # an int past float's range: as out of range as inf
+        return math.inf
 
 
 # -- Retry-After ---------------------------------------------------------------------------------------------
@@ -74,6 +83,25 @@ def retry_after_headers(seconds: float) -> dict[str, str]:
     """Retry-After in whole seconds rounded up (a client that waits what it says never comes back early; at
     least 1), and retry-after-ms exact."""
     return {"retry-after": str(max(1, math.ceil(seconds - 1e-9))), "retry-after-ms": str(max(0, round(seconds * 1000)))}
+
+
+# -- addresses and the fault token ------------------------------------------------------------------------
+
+FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"  # where a replica with fault hooks reads its token
+FAULT_TOKEN_HEADER = "x-chaos-fault-token"  # where a request to its fault routes carries it
+
+
+def is_loopback(host: str | None) -> bool:
+    """localhost, 127.0.0.0/8 or ::1 (brackets allowed). Any other name may resolve anywhere: not loopback."""
+    if not host:
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # -- processes -----------------------------------------------------------------------------------------------
@@ -104,7 +132,9 @@ def signal_group(pid: int | None, create_time: float | None, sig: int) -> bool:
 
 def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
                proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the group, wait up to grace, then SIGKILL whatever of it is left."""
+    """SIGTERM the group, wait up to grace, then SIGKILL whatever of it is left. A pid that now belongs to
+    another process (its start time differs) is never signalled, nor its group: Linux does not reuse a pid
+    while a group of that id lives, so our group is gone already."""
     if pid is None:
         return
     if same_process(pid, create_time):
@@ -116,6 +146,8 @@ def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and same_process(pid, create_time) and not _reaped(proc):
             time.sleep(0.05)
+    elif psutil.pid_exists(pid) and not _is_zombie(pid):
+        return  # someone else's process now
     try:
         os.killpg(pid, signal.SIGKILL)  # the group: children the leader left behind go too
     except (ProcessLookupError, PermissionError):
@@ -125,6 +157,13 @@ def stop_group(pid: int | None, create_time: float | None, grace: float = 10.0,
             proc.wait(5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True  # gone meanwhile
 
 
 def _reaped(proc) -> bool:
