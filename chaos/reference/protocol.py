@@ -106,13 +106,19 @@ def _number(body: dict, name: str, default: float, lo: float, hi: float, lo_open
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise invalid(name, f"{name} must be a number, got {_show(v)}", "invalid_type")
-    if not math.isfinite(v):  # 1e999 parses as infinity
+    if not _finite(v):  # 1e999 parses as infinity
         raise invalid(name, f"{name} must be a finite number, got {_show(v)}", "invalid_value")
     if (v <= lo if lo_open else v < lo) or v > hi:
         lo_s = f"greater than {lo}" if lo_open else f"at least {lo}"
         code = "decimal_above_max_value" if v > hi else "decimal_below_min_value"
         raise invalid(name, f"{name} must be {lo_s} and at most {hi}, got {_show(v)}", code)
     return float(v)
+
+
+def _finite(v: int | float) -> bool:
+    """math.isfinite without its OverflowError for an int past float's range (1 and 400 zeros): an int is
+    finite, and the range checks after this compare it exactly."""
+    return isinstance(v, int) or math.isfinite(v)
 
 
 def _integer(body: dict, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
@@ -197,7 +203,7 @@ def _unsupported(body: dict, kind: str, vocab_size: int) -> None:
                                         f"{_show(key)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise invalid(param, f"{param} must be a number, got {_show(value)}", "invalid_type")
-        if not (math.isfinite(value) and LOGIT_BIAS[0] <= value <= LOGIT_BIAS[1]):
+        if not (_finite(value) and LOGIT_BIAS[0] <= value <= LOGIT_BIAS[1]):
             raise invalid(param, f"{param} must be in [{LOGIT_BIAS[0]:g}, {LOGIT_BIAS[1]:g}], got {_show(value)}",
                           "decimal_above_max_value" if value > 0 else "decimal_below_min_value")
     if bias:
@@ -300,10 +306,15 @@ def parse_generation(body: dict, kind: str, model_name: str, max_model_len: int,
         _number(body, name, 0.0, *PENALTY)  # accepted and ignored, as a small server may
     seed = _integer(body, "seed", SEED_MIN, SEED_MAX)
     max_param = "max_tokens"
-    max_tokens = _integer(body, "max_tokens", 1)
+    # At most the context less the one token every prompt has: the bound /openapi.json publishes, and what
+    # keeps a 4,300-digit max_tokens out of the context message's arithmetic.
+    max_tokens = _integer(body, "max_tokens", 1, max_model_len - 1)
     if kind == "chat" and body.get("max_completion_tokens") is not None:
-        max_param, max_tokens = "max_completion_tokens", _integer(body, "max_completion_tokens", 1)
+        max_param = "max_completion_tokens"
+        max_tokens = _integer(body, max_param, 1, max_model_len - 1)
     stop = _stop(body, max_model_len)
+    if body.get("user") is not None and not isinstance(body["user"], str):  # ignored, but typed as OpenAI's
+        raise invalid("user", f"user must be a string, got {_show(body['user'])}", "invalid_type")
     ignore_eos = _bool(body, "ignore_eos")
     prompt_ids, prompt_param = _prompt_ids(body, kind, tok, max_model_len)
 

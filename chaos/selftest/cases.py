@@ -67,10 +67,13 @@ def hostile_cases(model: str = "chaos-reference", max_model_len: int = 1024) -> 
         add(f"{'chat' if path == chat else 'completions'} {name}={json.dumps(value)[:32]}", path, b, expect,
             param if param is not None else (name if expect == (400,) else None))
 
-    def literal_case(name, literal, param=None):
-        # A value json.dumps cannot write (NaN, Infinity, 1e999, a 5000-digit integer): spliced in as text.
-        text = json.dumps({**base, name: 0}).replace(f'"{name}": 0', f'"{name}": {literal}')
-        add(f"completions {name}={literal[:24]}", comp, text, (400,), param)
+    def literal_case(name, literal, param=None, path=comp, value=None):
+        # A value json.dumps cannot write (NaN, Infinity, 1e999, a 5000-digit integer): spliced in as text
+        # where the placeholder stands (value: what holds it, for a nested field such as logit_bias).
+        hole = "@@literal@@"
+        b = {**(base if path == comp else chat_base), name: hole if value is None else value(hole)}
+        text = json.dumps(b).replace(json.dumps(hole), literal)
+        add(f"{'chat' if path == chat else 'completions'} {name}={literal[:24]}", path, text, (400,), param)
 
     # -- item 1: sampling parameters at their type's extremes -------------------------------------------
     for v in (2**64, -2**63 - 1, 10**30, 1.5, "7", True, [1]):
@@ -116,6 +119,16 @@ def hostile_cases(model: str = "chaos-reference", max_model_len: int = 1024) -> 
                           ("seed", "NaN"), ("temperature", "1e999"), ("top_p", "-1e999"),
                           ("max_tokens", "1" * 5000), ("seed", "-" + "9" * 5000)):
         literal_case(name, literal, param=name if "e999" in literal else None)
+    # Integers past float's range in number fields, and past any context in token counts (4,300 digits is
+    # the most Python's JSON parser reads): a 400 naming the field, not an overflow.
+    huge, nines = "1" + "0" * 400, "9" * 4300
+    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
+        literal_case(name, huge, param=name)
+    literal_case("frequency_penalty", "-" + huge, param="frequency_penalty")
+    literal_case("logit_bias", huge, param="logit_bias.65", value=lambda hole: {"65": hole})
+    literal_case("max_tokens", nines, param="max_tokens")
+    literal_case("max_completion_tokens", nines, param="max_completion_tokens", path=chat)
+    literal_case("max_tokens", nines, param="max_tokens", path=chat)
 
     # -- item 2: lone surrogates, in every string the server reads --------------------------------------
     s = "ok \ud800 ok"
