@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
 
-from ..common import parse_duration
+from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration
 from .config import DEFAULT_PRESET, PRESETS
-
-FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"
 
 
 def remote_host_error(host: str) -> str | None:
     """Why host must not be listened on without --allow-remote; None for a loopback address."""
-    if host == "localhost":
+    if is_loopback(host):
         return None
-    try:
-        if ipaddress.ip_address(host.strip("[]")).is_loopback:
-            return None
-    except ValueError:
-        pass  # a name other than localhost may resolve anywhere
     return (f"refusing to listen on {host!r}: it is not a loopback address, so this API (and, with fault hooks, "
             f"the routes that hang or kill the process) would be reachable from other machines. Listen on "
             f"127.0.0.1, or pass --allow-remote if that is what you want.")
@@ -96,7 +88,7 @@ def register(sub, formatter) -> None:
     g = serve.add_argument_group("fault hooks")
     g.add_argument("--enable-fault-hooks", action="store_true",
                    help="serve /admin/faults: step_delay_ms, hang_s, kv_block_cap, fail_fraction, engine_error, "
-                        f"crash; every call needs the header x-chaos-fault-token with the value of {FAULT_TOKEN_ENV}")
+                        f"crash; every call needs the header {FAULT_TOKEN_HEADER} with the value of {FAULT_TOKEN_ENV}")
     g.add_argument("--fault-seed", type=int, help="seed of fail_fraction's coin")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=cmd_serve)
@@ -164,7 +156,7 @@ def cmd_serve(args) -> int:
         return 2
     if args.enable_fault_hooks and not os.environ.get(FAULT_TOKEN_ENV):  # before the model loads: fail fast
         print(f"error: --enable-fault-hooks needs a token: set the environment variable {FAULT_TOKEN_ENV} to a "
-              f"secret value, and send it as the header x-chaos-fault-token on /admin/faults", file=sys.stderr)
+              f"secret value, and send it as the header {FAULT_TOKEN_HEADER} on /admin/faults", file=sys.stderr)
         return 2
     # Before torch loads libgomp: spin less while waiting. With the default spin count a replica that shares
     # its cores (other replicas, Locust, a gateway) slows ~30x; 10k spins cost ~5% when it has them alone.

@@ -20,7 +20,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from ..common import stop_group
+from ..common import is_loopback, stop_group
 from .cases import hostile_cases, send
 
 HEALTH_TIMEOUT_S = 1.0  # the gateway's health_timeout_s: a slower /health looks like an outage to it
@@ -188,9 +188,10 @@ def run_reference(replicas: int, preset: str, progress=print) -> dict:
     started = []
     try:
         progress(f"starting {replicas} reference replicas ({preset}) and a gateway ...")
-        reps = [start_server(["--preset", preset, "--replica-id", f"r{i}", "--enable-fault-hooks"])
-                for i in range(replicas)]
-        started += reps
+        reps = []
+        for i in range(replicas):  # each stopped in the end even when a later one fails to start
+            reps.append(start_server(["--preset", preset, "--replica-id", f"r{i}", "--enable-fault-hooks"]))
+            started.append(reps[-1])
         gw = start_gateway(reps, args=["--settings", json.dumps({"health_interval_s": 0.5})])
         started.append(gw)
         model_card = json.loads(_get(reps[0].base_url + "/v1/models")[1])["data"][0]
@@ -303,8 +304,7 @@ def cmd_selftest(args) -> int:
         if args.url:
             from urllib.parse import urlparse
 
-            host = urlparse(args.url).hostname or ""
-            if not (host == "localhost" or host.startswith("127.") or host == "::1"):
+            if not is_loopback(urlparse(args.url).hostname):  # 127.attacker.example is a name, not 127/8
                 print(f"error: {args.url} is not a loopback address; the self-test sends hostile traffic, so it "
                       f"only goes to 127.0.0.0/8 here", flush=True)
                 return 2

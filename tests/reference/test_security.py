@@ -88,6 +88,6 @@ def test_a_non_loopback_host_is_refused_without_allow_remote(command, host):
 def test_loopback_hosts_need_no_flag():
     for host in ("127.0.0.1", "127.5.6.7", "::1", "[::1]", "localhost"):
         assert remote_host_error(host) is None, host
-    for host in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""):
+    for host in ("0.0.0.0", "::", "10.0.0.1", "example.com", "", "127.attacker.example", "localhost.example"):
         assert remote_host_error(host), host
 

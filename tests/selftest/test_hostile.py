@@ -4,6 +4,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from chaos.reference import launcher
+from chaos.selftest import hostile
 from chaos.selftest.cases import hostile_cases
 from chaos.selftest.hostile import COUNTS, Tally, render
 
@@ -28,7 +32,31 @@ def test_a_finding_makes_the_run_not_clean_and_is_shown():
     assert "NOT clean" in text and "! r0: completions seed=1e30" in text
 
 
-def test_a_non_loopback_url_is_refused():
-    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "hostile", "--url", "http://10.1.2.3:8000"],
+@pytest.mark.parametrize("url", ["http://10.1.2.3:8000", "http://127.attacker.example:8000"])
+def test_a_non_loopback_url_is_refused(url):
+    # 127.attacker.example is a name that resolves wherever its owner likes, however it begins
+    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "hostile", "--url", url],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "not a loopback address" in r.stdout
+    assert r.returncode == 2 and "not a loopback address" in r.stdout, r.stdout
+
+
+def test_a_replica_that_fails_to_start_leaves_none_of_the_started_ones_running(monkeypatch):
+    stopped = []
+
+    class Started:
+        def __init__(self, name):
+            self.name = name
+
+        def stop(self):
+            stopped.append(self.name)
+
+    def start_server(args):
+        name = args[args.index("--replica-id") + 1]
+        if name == "r2":
+            raise launcher.LaunchError("r2 did not start")
+        return Started(name)
+
+    monkeypatch.setattr(launcher, "start_server", start_server)
+    with pytest.raises(launcher.LaunchError):
+        hostile.run_reference(3, "tiny", progress=lambda line: None)
+    assert sorted(stopped) == ["r0", "r1"]
