@@ -6,6 +6,11 @@ import random
 from dataclasses import dataclass, field
 
 
+class FaultError(RuntimeError):
+    """A fault could not be injected at all (e.g. every replica refused a hook): the run stops, exit 2, rather
+    than judge the target on a fault that never happened."""
+
+
 @dataclass
 class FaultContext:
     """What a fault may use while a run is live."""
@@ -27,6 +32,7 @@ class Fault:
         self.reverted = False
         self.reverting = False  # a slow revert is under way in the runner's background
         self.revert_error: str | None = None  # why a slow revert (a restart) failed
+        self.apply_error: str | None = None  # what of apply did not take (e.g. replicas that refused a hook)
         self.revert_at: float | None = None  # seconds after load start; None: at teardown
         self.victims: list = []  # the instances plan() picked
 
@@ -35,6 +41,10 @@ class Fault:
         so `chaos recover` can undo it from the journal alone. By default: the instances it names."""
         self.victims = self._pick(ctx)
         return {"instances": [i.journal() for i in self.victims]}
+
+    def leaves_down(self) -> bool:
+        """Does it take its instances down for good (not meant to come back during the run)?"""
+        return False
 
     def touches(self, inst) -> bool:
         """Did this fault act on inst (for checks that judge each instance after its own fault)?"""

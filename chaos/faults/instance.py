@@ -21,6 +21,9 @@ class KillInstance(Fault):
     def plan(self, ctx: FaultContext) -> dict:
         return {**super().plan(ctx), "signal": self.sig.name}
 
+    def leaves_down(self) -> bool:
+        return self.revert_at is None  # no restart_after: killed for the rest of the run
+
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
         for inst in self.victims:

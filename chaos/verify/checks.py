@@ -2,7 +2,8 @@
 
 Latency is judged on percentiles (P50/P95/P99), never on the mean. A check has three outcomes: passed, failed,
 or not judged (passed is None): the run could not tell, because of its own timing (an instance came back too
-close to the end of the load to be routed requests, too few requests in a window), never because of the target.
+close to the end of the load to be routed requests, too few requests sent in a window), never because of the
+target: requests sent and left unanswered when the load ended are the target's failure, not "not judged".
 """
 
 from __future__ import annotations
@@ -93,12 +94,19 @@ SLO_FIELDS = {"p50_latency": (50, False), "p95_latency": (95, False), "p99_laten
 
 
 def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int = 1) -> list[Check]:
+    """The SLO over records (requests sent in some window). Not judged only when the load sent too few; sent
+    but not answered before the load ended (cancelled) is the target's: a replica hung at the end fails."""
     out = []
     n = len(_judged(records))
     if n < min_requests:
-        # The load sent too little for a percentile to mean anything: say so, do not blame the target.
-        return [not_judged(f"{prefix}", f"{n} requests", f">= {min_requests} requests",
-                           "too few requests in the window")]
+        if len(records) < min_requests:
+            # The load sent too little for a percentile to mean anything: say so, do not blame the target.
+            return [not_judged(f"{prefix}", f"{len(records)} requests sent", f">= {min_requests} requests",
+                               "too few requests sent in the window")]
+        return [Check(f"{prefix}", False, f"{n} of {len(records)} requests answered",
+                      f">= {min_requests} requests answered",
+                      f"{len(records) - n} requests sent in the window were still unanswered when the load "
+                      f"ended: the target did not answer")]
     for name, (q, ttft) in SLO_FIELDS.items():
         bound = getattr(slo, name)
         if bound is None:

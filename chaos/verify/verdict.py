@@ -106,15 +106,19 @@ def settle_time(records, target) -> float:
 
 def served_by_all(records, recovered: float | None, facts: RunFacts) -> V.Check:
     """Each instance must serve (an ok answer it gave) after the service recovered, or, if it never did, after
-    the last fault that touched that instance was reverted; and no earlier than it was back up."""
+    the last fault that touched that instance was reverted; and no earlier than it was back up. An instance
+    killed for good (kill_instance without restart_after) is left out: it is not meant to serve again."""
     name, want = "every instance serves after recovery", "all instances"
     applied = [f for f in facts.faults if f.applied]
     f_start = min((f.applied_at for f in applied), default=0.0)
     last_send = max((r.t_start for r in records), default=None)  # no request started after this one
     settle = settle_time(records, facts.target)
-    served_all, blamed, unjudged = set(), [], []
+    served_all, blamed, unjudged, gone = set(), [], [], []
     for inst in facts.target.instances:
         touched = [f for f in applied if f.touches(inst)]
+        if any(f.leaves_down() for f in touched):
+            gone.append(inst.id)  # killed without restart_after: not meant to serve again, so not asked to
+            continue
         since = recovered if recovered is not None else max(
             (getattr(f, "reverted_at", None) or f_start for f in touched), default=f_start)
         up = facts.up_since.get(inst.id)
@@ -135,8 +139,14 @@ def served_by_all(records, recovered: float | None, facts: RunFacts) -> V.Check:
         else:
             blamed.append(f"{inst.id} (back {last_send - since:.1f}s before the load ended, served nothing)")
     measured = ", ".join(sorted(served_all)) or "none"
+    left_out = f"; not asked of {', '.join(gone)} (killed without restart_after)" if gone else ""
+    if gone:
+        want = "all instances meant to come back"
     if blamed:
-        return V.Check(name, False, measured, want, "missing: " + "; ".join(blamed + unjudged))
+        return V.Check(name, False, measured, want, "missing: " + "; ".join(blamed + unjudged) + left_out)
     if unjudged:
-        return V.not_judged(name, measured, want, "; ".join(unjudged) + "; lengthen load.duration or restart sooner")
-    return V.Check(name, True, measured, want)
+        return V.not_judged(name, measured, want, "; ".join(unjudged) + "; lengthen load.duration or restart sooner"
+                            + left_out)
+    if not served_all:
+        return V.not_judged(name, measured, want, "every instance was killed without restart_after")
+    return V.Check(name, True, measured, want, left_out.removeprefix("; "))
