@@ -1,12 +1,15 @@
 """Experiments as typed objects, built from validated files with semantic checks of their own.
 
 Everything a run may write about an experiment comes from its public form: labels (description, names) and
-`resolved` have secret variables masked, and `mask` scrubs them (and the API key) from anything else.
+`resolved` have secret variables (and secret-named env: entries) masked, and `mask` scrubs them (and the API
+key) from anything else. Problems are scrubbed the same way before they are raised: substitution comes first,
+so a value an error quotes may be a secret's.
 """
 
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
@@ -14,7 +17,7 @@ from . import schema as S
 from .checks import key_env_reference, load_duration, run_would_build, semantic_checks, target_checks
 from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
 from .validation import validate
-from .variables import Masker, Variables, substitute
+from .variables import Masker, Variables, mask_env, substitute
 
 EXPERIMENT_KEYS = ("name", "target", "load")
 
@@ -97,6 +100,16 @@ def _not_a_target(file: str) -> ExperimentError:
                             f"({', '.join(sorted(S.TARGET_KINDS))}) at its top level"])
 
 
+@contextmanager
+def _scrubbed(variables: Variables):
+    """Problems leave through the mask of every secret the document and its target file hold: the one way
+    an ExperimentError leaves load_experiment and load_target."""
+    try:
+        yield
+    except ExperimentError as e:
+        raise ExperimentError(variables.masker()(e.problems)) from None
+
+
 def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
     """Substitute and validate a target file; returns its variables and public form."""
     own = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
@@ -105,7 +118,8 @@ def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
     if problems:
         raise ExperimentError(problems)
     problems, public = substitute(doc, tvars)
-    problems = problems or nonfinite(doc) or validate(doc, S.TARGET_FILE)
+    mask_env(doc.data, public, tvars)
+    problems = problems or nonfinite(doc) or validate(doc, S.TARGET_FILE, mask=tvars.masker())
     problems = problems or target_checks(doc, ())
     if problems:
         raise ExperimentError(problems)
@@ -116,7 +130,9 @@ def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, 
     doc = read_file(path_or_doc, role="a target") if isinstance(path_or_doc, str) else path_or_doc
     if not _is_target(doc.data):
         raise _not_a_target(doc.file)
-    _, public = _target_doc(doc, Variables({}, cli_vars))
+    variables = Variables({}, cli_vars)
+    with _scrubbed(variables):
+        _, public = _target_doc(doc, variables)
     return _target_spec(doc.data, doc.file, public), doc.data
 
 
@@ -136,13 +152,20 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
                                f"name:, target: and load: at its top level{hint}"])
     declared = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
     variables = Variables(declared, cli_vars)
+    with _scrubbed(variables):
+        return _experiment(doc, path, variables)
+
+
+def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
     problems = key_env_reference(doc, ("target",))
     if problems:
         raise ExperimentError(problems)
     problems, public = substitute(doc, variables)
+    if isinstance(doc.data, dict) and isinstance(public, dict):
+        mask_env(doc.data.get("target"), public.get("target"), variables)
     if problems:  # the unresolved values would only add confusing type errors
         raise ExperimentError(problems)
-    problems = nonfinite(doc) or validate(doc, S.EXPERIMENT)
+    problems = nonfinite(doc) or validate(doc, S.EXPERIMENT, mask=variables.masker())
     if problems:
         raise ExperimentError(problems)
     d = doc.data
@@ -163,7 +186,7 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
         tvars, target_public = _target_doc(tdoc, variables)
         target = _target_spec(tdoc.data, found, target_public)
     else:
-        tprobs = validate(doc, S.TARGET_FILE, base=("target",))
+        tprobs = validate(doc, S.TARGET_FILE, base=("target",), mask=variables.masker())
         tprobs = tprobs or target_checks(doc, ("target",))
         if tprobs:
             raise ExperimentError(tprobs)
@@ -192,11 +215,10 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
     abort = d.get("abort_when") or {}
     resolved = copy.deepcopy(public)
     resolved["target"] = copy.deepcopy(target_public)
-    secrets = sorted(set(variables.secret_values()) | set(tvars.secret_values()))
     return Experiment(name=d["name"], description=public.get("description", ""), path=path, target=target,
                       load=d["load"], steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
                       faults=faults, verify=d.get("verify") or {},
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
-                      mask=Masker(secrets, target.settings.get("api_key_env")))
+                      mask=variables.masker(target.settings.get("api_key_env")))

@@ -93,13 +93,16 @@ def _compiled(schema):
     return out
 
 
-_VALIDATORS: dict[int, object] = {}
+_VALIDATORS: dict[int, tuple[dict, object]] = {}
 
 
 def _validator(schema: dict):
-    if id(schema) not in _VALIDATORS:
-        _VALIDATORS[id(schema)] = Validator(_compiled(schema))
-    return _VALIDATORS[id(schema)]
+    # Keyed by id, holding the schema itself: while it is cached its id cannot pass to another object, and
+    # the identity check refuses an entry left by a schema that is gone (CPython reuses freed ids).
+    hit = _VALIDATORS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        hit = _VALIDATORS[id(schema)] = (schema, Validator(_compiled(schema)))
+    return hit[1]
 
 
 def _describe(schema: dict) -> str:
@@ -125,8 +128,9 @@ def preview(secret: str) -> str:
     return f"{secret[:4]!r}... ({len(secret)} characters)" if len(secret) > 4 else f"({len(secret)} characters)"
 
 
-def _message(err: ValidationError, path: Path) -> str:
-    v, inst = err.validator, err.instance
+def _message(err: ValidationError, path: Path, mask) -> str:
+    # The value is masked before it is quoted and clipped: a clipped secret would no longer match the mask.
+    v, inst = err.validator, mask(err.instance)
     if path and path[-1] == "api_key_env" and v in ("pattern", "maxLength"):
         return (f"must NAME the environment variable that holds the key (letters, digits and _, not starting "
                 f"with a digit), not hold the key itself; got {preview(str(inst))}")
@@ -151,8 +155,8 @@ def _message(err: ValidationError, path: Path) -> str:
     if v in ("maxItems", "minItems", "maxLength", "maxProperties"):
         return f"too {'many' if v.startswith('max') else 'few'}: {v} is {err.validator_value}"
     if v == "x-chaos":
-        return err.message
-    return err.message[:200]
+        return mask(err.message)
+    return mask(err.message)[:200]
 
 
 def _unknown_keys(doc: Located, err: ValidationError, path: Path) -> list[str]:
@@ -175,8 +179,10 @@ def _unknown_keys(doc: Located, err: ValidationError, path: Path) -> list[str]:
     return out
 
 
-def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
-    """Schema problems of doc.data (or of the sub-document at base), each with file:line:col."""
+def validate(doc: Located, root_schema: dict, base: Path = (), mask=None) -> list[str]:
+    """Schema problems of doc.data (or of the sub-document at base), each with file:line:col. mask (a
+    Masker) scrubs the values quoted: substitution came first, so a bad value may be a secret's."""
+    mask = mask or (lambda x: x)
     instance = doc.data
     for p in base:
         instance = instance[p]
@@ -191,7 +197,7 @@ def validate(doc: Located, root_schema: dict, base: Path = ()) -> list[str]:
         if err.validator in ("if", "allOf", "x-dispatch"):
             continue
         lines = (_unknown_keys(doc, err, path) if err.validator == "additionalProperties"
-                 else [doc.problem(path, _message(err, path))])
+                 else [doc.problem(path, _message(err, path, mask))])
         for line in lines:
             if line not in seen:
                 seen.add(line)

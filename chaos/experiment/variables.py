@@ -1,12 +1,14 @@
 """${NAME} in experiment and target files, and keeping secret values out of everything a run writes.
 
 A file may use only the variables it declares: under `vars:` (with a default), or in place with
-`${NAME:-default}`, or given on the command line with --var. The environment supplies values for declared
-names only, so `description: "${ANY_ENV_VAR}"` cannot copy an arbitrary variable into a report.
+`${NAME:-default}`, or given on the command line with --var. The environment supplies values only for names
+declared under `vars:`: an in-place default is that default or a --var, never the environment, so neither
+`${ANY_ENV_VAR}` nor `${DATABASE_URL:-none}` can copy an arbitrary variable into a report.
 
 A variable whose name says it is secret (KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, in any case) is
 substituted where the run needs it (a command line, an env: entry) but masked in the public form of the
-document (what experiment.resolved.json holds), and Masker scrubs its value from any other text.
+document (what experiment.resolved.json holds), and Masker scrubs its value from any other text. So is a
+literal value under a target's `env:` whose name says it is secret (env: {OPENAI_API_KEY: sk-...}).
 """
 
 from __future__ import annotations
@@ -45,24 +47,53 @@ class Variables:
                 self.values[name] = self.env[name]
         self.values.update(self.cli)
         self.used_secrets: dict[str, str] = {}  # secret names substituted somewhere, with their values
+        self.literal_secrets: list[str] = []  # secret-named env: entries written as plain values
+        self.derived: list[Variables] = []  # a target file's variables: its own vars: may hold secrets
 
     def with_defaults(self, declared: Mapping) -> "Variables":
         """These variables over a target file's own vars: (the experiment's values win)."""
         out = Variables({**declared, **{k: v for k, v in self.values.items()}}, self.cli, self.env)
         out.used_secrets = self.used_secrets  # one record for the experiment and its target file
+        out.literal_secrets = self.literal_secrets
+        self.derived.append(out)
         return out
 
     def lookup(self, name: str, default: str | None) -> str | None:
-        if name in self.values:
+        if name in self.values:  # declared under vars: (the environment applied), or given with --var
             return self.values[name]
-        if default is not None:  # ${NAME:-default} declares NAME in place
-            return self.env.get(name, default)
-        return None
+        return default  # ${NAME:-default} declares NAME in place, for its default and --var only
 
     def secret_values(self) -> list[str]:
         names = {n for n in self.values if is_secret(n)} | set(self.used_secrets)
-        vals = {self.values.get(n, self.used_secrets.get(n)) for n in names}
+        vals = {self.values.get(n, self.used_secrets.get(n)) for n in names} | set(self.literal_secrets)
+        for d in self.derived:
+            vals |= set(d.secret_values())
         return sorted((v for v in vals if v), key=len, reverse=True)
+
+    def masker(self, key_env: str | None = None) -> "Masker":
+        return Masker(self.secret_values(), key_env)
+
+
+def mask_env(target, public, variables: Variables) -> None:
+    """A target's env: entries whose name says secret: *** in the public form, their values for the Masker.
+    Called right after substitution, before validation, so even an error about such a value is scrubbed."""
+    env = target.get("env") if isinstance(target, dict) else None
+    pub = public.get("env") if isinstance(public, dict) else None
+    if not isinstance(env, dict) or not isinstance(pub, dict):
+        return
+    for k, v in env.items():
+        if isinstance(k, str) and is_secret(k):
+            pub[k] = MASK
+            variables.literal_secrets += _scalars(v)
+
+
+def _scalars(v) -> list[str]:
+    """The text of every string or number in v (a wrong type is quoted by its error all the same)."""
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in _scalars(x)]
+    if isinstance(v, list):
+        return [t for x in v for t in _scalars(x)]
+    return [str(v)] if isinstance(v, (str, int, float)) and not isinstance(v, bool) else []
 
 
 def substitute(doc: Located, variables: Variables) -> tuple[list[str], object]:

@@ -41,7 +41,7 @@ def files_containing(run_dir, *values) -> list[str]:
 SECRET_EXP = """\
 name: secrets
 description: "deploy with ${MY_API_TOKEN} and ${DB_PASSWORD:-unset} (users ${USERS})"
-vars: {MY_API_TOKEN: "", USERS: 2}
+vars: {MY_API_TOKEN: "", DB_PASSWORD: "", USERS: 2}
 target: {kind: reference, name: "ref-${MY_API_TOKEN}", replicas: 1, preset: tiny, startup_timeout: 60s}
 load: {workload: chat, users: "${USERS}", duration: 4s, output_tokens: 4-8,
        timeouts: {connect: 2s, first_token: 10s, total: 20s}}
@@ -158,8 +158,9 @@ def test_the_api_key_is_never_copied_into_the_experiment(tmp_path, monkeypatch):
 
     target = make_target(exp.target, str(tmp_path))
     assert key not in json.dumps(target.describe()) and target.instances[0].id == "127.0.0.1:9"
-    code = dry = chaos("run", str(p), "--dry-run", env={"LLM_TEST_API_KEY": key})
-    assert code.returncode == 0 and key not in dry.stdout + dry.stderr
+    for args in (["validate", str(p)], ["run", str(p), "--dry-run"]):
+        r = chaos(*args, env={"LLM_TEST_API_KEY": key})
+        assert r.returncode == 0 and key not in r.stdout + r.stderr, (args, r.stderr)
 
 
 @pytest.mark.parametrize("pasted", ["sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
@@ -190,3 +191,82 @@ def test_reports_are_written_through_the_mask(tmp_path):
     write_reports(str(tmp_path), report, [], mask=Masker([value]))
     assert files_containing(tmp_path, value) == []
     assert json.load(open(tmp_path / "report.json"))["reason"] == f"because {MASK}"
+
+
+LEAK_BASE = """\
+name: leak
+vars: {MY_TOKEN: ""}
+target: {kind: reference, replicas: 1, preset: tiny}
+load: {workload: chat, users: 2, duration: 4s}
+"""
+LONG = "sk-live-" + "Ab3" * 100  # longer than any clipped quote (80 and 160 characters)
+
+
+@pytest.mark.parametrize("case,value", [
+    ("users", token("sk-live")), ("users", LONG), ("duration", LONG), ("replay", token("sk-live")),
+    ("target file", token("sk-live")), ("literal env", token("sk-live")), ("literal env list", token("sk-live")),
+])
+def test_an_invalid_secret_value_is_masked_in_every_error(tmp_path, case, value):
+    """Substitution runs before validation, so the value an error quotes can be a secret's: validate, dry-run
+    and run print it as ***, whole or clipped."""
+    text, env = LEAK_BASE, {"MY_TOKEN": value, "SVC_TOKEN": value}
+    if case in ("users", "duration"):
+        text = text.replace(f"{case}: {'2' if case == 'users' else '4s'}", f'{case}: "${{MY_TOKEN}}"')
+    elif case == "replay":  # a semantic check's problem, past the schema
+        text = text.replace("workload: chat,", 'workload: replay, replay: "${MY_TOKEN}",')
+    elif case == "target file":  # the target file's own vars:
+        (tmp_path / "t.yaml").write_text('kind: reference\nvars: {SVC_TOKEN: ""}\nreplicas: "${SVC_TOKEN}"\n')
+        text = text.replace("{kind: reference, replicas: 1, preset: tiny}", "t.yaml")
+    else:  # a plain value under a secret-named env: entry, of a type the schema refuses
+        if not case.endswith("list"):
+            value = str(10**12 + secrets.randbelow(10**12))  # a number: "expected string, got int ..."
+        bad = f"[{value}]" if case.endswith("list") else value
+        text = text.replace("{kind: reference, replicas: 1, preset: tiny}",
+                            f"{{kind: process, command: 'serve {{port}}', env: {{SERVICE_TOKEN: {bad}}}}}")
+    p = tmp_path / "e.yaml"
+    p.write_text(text)
+    runs = [["validate", str(p)], ["run", str(p), "--dry-run"], ["run", str(p), "--out", str(tmp_path / "run")]]
+    if case == "target file":
+        runs.append(["validate", str(tmp_path / "t.yaml")])
+    for args in runs:
+        r = chaos(*args, env=env, timeout=60)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and "error: " in r.stderr and "Traceback" not in out, (args, out[-1500:])
+        assert MASK in r.stderr, (args, r.stderr)  # the problem is reported, its value masked
+        assert value not in out and value[8:24] not in out, (args, r.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_in_place_default_never_reads_the_environment(tmp_path, monkeypatch):
+    """${NAME:-default} is its default or a --var: an exported DATABASE_URL stays out of the description."""
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:hunter2@db/x")
+    p = tmp_path / "e.yaml"
+    p.write_text(SECRET_EXP.replace("(users ${USERS})", "db ${DATABASE_URL:-none}"))
+    exp = load_experiment(str(p))
+    assert exp.description.endswith("db none") and "hunter2" not in json.dumps(exp.resolved)
+    assert load_experiment(str(p), {"DATABASE_URL": "sqlite"}).description.endswith("db sqlite")
+    r = chaos("run", str(p), "--dry-run", env={"DATABASE_URL": "postgres://u:hunter2@db/x"})
+    assert r.returncode == 0 and "db none" in r.stdout and "hunter2" not in r.stdout + r.stderr
+    # declared under vars:, the environment fills it (and a secret-named one is masked)
+    q = tmp_path / "q.yaml"
+    q.write_text(SECRET_EXP.replace("(users ${USERS})", "${DB_PASSWORD:-none}"))
+    monkeypatch.setenv("DB_PASSWORD", "pw-from-env")
+    exp = load_experiment(str(q))
+    assert exp.description == f"deploy with {MASK} and {MASK} {MASK}" and exp.mask("pw-from-env") == MASK
+
+
+@pytest.mark.parametrize("where", ["inline", "target file"])
+def test_a_literal_secret_in_env_is_masked(tmp_path, where):
+    value, plain = token("sk-literal"), "visible-value"
+    target = f"{{kind: process, command: 'serve {{port}}', env: {{OPENAI_API_KEY: {value}, LOG_LEVEL: {plain}}}}}"
+    if where == "target file":
+        (tmp_path / "t.yaml").write_text(target + "\n")
+        target = "t.yaml"
+    p = tmp_path / "e.yaml"
+    p.write_text(f"name: env\ntarget: {target}\nload: {{workload: chat, users: 2, duration: 4s}}\n")
+    exp = load_experiment(str(p))
+    assert exp.target.settings["env"] == {"OPENAI_API_KEY": value, "LOG_LEVEL": plain}  # what the process gets
+    assert exp.resolved["target"]["env"] == {"OPENAI_API_KEY": MASK, "LOG_LEVEL": plain}
+    assert exp.mask(f"key={value}") == f"key={MASK}" and exp.mask(plain) == plain
+    r = chaos("run", str(p), "--dry-run")
+    assert r.returncode == 0 and value not in r.stdout + r.stderr
