@@ -166,6 +166,8 @@ class Gateway:
         prev: Failure | None = None  # the previous attempt's 5xx answer, not yet counted
 
         def charge(f: Failure) -> None:
+            if f.released:
+                return  # the health checks took that replica out already; this request did nothing to it
             if f.upstream.name not in charged:
                 charged.add(f.upstream.name)
                 f.upstream.record(False)

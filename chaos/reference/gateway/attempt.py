@@ -28,14 +28,17 @@ class Failure:
 
     kind: BUSY (429/408/409, or 503 with Retry-After: the replica works and is full or leaving), ANSWER (any
     other 5xx: the replica answered that it failed this request), BROKEN (no answer: refused, reset, timed out,
-    an empty stream). status, body and content_type are the upstream's, for passing it up."""
+    an empty stream). status, body and content_type are the upstream's, for passing it up. released: let go
+    by the health checks (Upstream.abandon_waiting), which took the replica out already: charged to nobody."""
 
-    __slots__ = ("body", "content_type", "kind", "reason", "retry_after", "status", "upstream")
+    __slots__ = ("body", "content_type", "kind", "reason", "released", "retry_after", "status", "upstream")
 
     def __init__(self, kind: str, upstream: Upstream, reason: str, status: int | None = None, body: bytes = b"",
-                 content_type: str = "application/json", retry_after: float | None = None):
+                 content_type: str = "application/json", retry_after: float | None = None,
+                 released: bool = False):
         self.kind, self.upstream, self.reason, self.status = kind, upstream, reason, status
         self.body, self.content_type, self.retry_after = body, content_type, retry_after
+        self.released = released
 
 
 def classify(status: int, headers, body: bytes) -> str | None:
@@ -99,8 +102,11 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
             if not first:
                 return Failure(BROKEN, u, "the stream ended before any data")
         except TimeoutError:
-            if deadline is not None and deadline.abandoned:
-                return Failure(BROKEN, u, "stopped answering: its health check failed while this request waited")
+            # Released only when the brought-forward deadline is what fired: an answer may have beaten it in
+            # the same loop turn, and this be the total timeout afterwards.
+            if deadline is not None and deadline.abandoned and deadline.timeout.expired():
+                return Failure(BROKEN, u, "stopped answering: marked unhealthy while this request waited",
+                               released=True)
             return Failure(BROKEN, u, f"no first byte within {first_timeout:.1f}s")
         except (aiohttp.ClientError, OSError) as e:
             return Failure(BROKEN, u, type(e).__name__)

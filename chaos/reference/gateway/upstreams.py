@@ -9,6 +9,7 @@ a replica that is really down still leaves it through its breaker and the active
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 
@@ -16,6 +17,8 @@ import aiohttp
 
 from .breaker import CLOSED, CircuitBreaker
 from .settings import GatewaySettings
+
+log = logging.getLogger("chaos.gateway")
 
 
 class Upstream:
@@ -66,15 +69,17 @@ class Upstream:
         replica busy reading big bodies is not an outage). Up again at the first success."""
         self.failed_checks = 0 if ok else self.failed_checks + 1
         self.healthy = ok or (timed_out and self.failed_checks < self.settings.unhealthy_after_checks)
-        if timed_out:
+        if timed_out and not self.healthy:
             self.abandon_waiting()
 
     def abandon_waiting(self) -> None:
-        """Release every attempt still waiting for this upstream's first byte: it did not answer a /health
-        check in time, so it is stopped (SIGSTOP, a hung event loop) or cannot take more. Nothing reached
-        those clients yet, so they go on down the chain now instead of waiting out a first-token timeout sized
-        for normal latency (under CPU contention "auto" grows to many seconds, longer than a frozen replica's
-        pause and longer than clients wait: the cache fallback then never answered)."""
+        """Release every attempt still waiting for this upstream's first byte: its /health checks timed out
+        often enough to mark it unhealthy, so it is stopped (SIGSTOP, a hung event loop) or cannot take more.
+        Nothing reached those clients yet, so they go on down the chain now instead of waiting out a
+        first-token timeout sized for normal latency (under CPU contention "auto" grows to many seconds, longer
+        than a frozen replica's pause and longer than clients wait: the cache fallback then never answered).
+        Not at the first late check: the deadline covers queueing, prefill and a whole non-streamed
+        generation, so releasing on one late answer would throw a busy replica's work away and move it."""
         if self.waiting:
             now = asyncio.get_running_loop().time()
             for deadline in list(self.waiting):
@@ -100,6 +105,10 @@ class FirstByteDeadline:
         return await self.timeout.__aexit__(*exc)
 
     def abandon(self, now: float) -> None:
+        # Expired: its timer fired and the attempt is on its way out of __aexit__ (still in waiting until
+        # then); the Timeout can no longer be moved and this attempt did not wait for the health check.
+        if self.abandoned or self.timeout.expired():
+            return
         self.abandoned = True
         self.timeout.reschedule(now)
 
@@ -142,18 +151,22 @@ class LatencyTracker:
 
 
 async def health_loop(pools: list[Pool], settings: GatewaySettings, session: aiohttp.ClientSession) -> None:
-    """Active health checks: GET /health on every replica, every interval."""
+    """Active health checks: GET /health on every replica, every interval. Nothing a check meets may end the
+    loop: a dead loop would leave every replica's health as it last was for the gateway's whole life."""
     timeout = aiohttp.ClientTimeout(total=settings.health_timeout_s)
 
     async def check(u: Upstream):
         try:
-            async with session.get(u.url + "/health", timeout=timeout) as r:
-                u.checked(r.status == 200)
-        except TimeoutError:
-            u.checked(False, timed_out=True)
-        except (aiohttp.ClientError, OSError):
-            u.checked(False)
+            try:
+                async with session.get(u.url + "/health", timeout=timeout) as r:
+                    u.checked(r.status == 200)
+            except TimeoutError:
+                u.checked(False, timed_out=True)
+            except (aiohttp.ClientError, OSError):
+                u.checked(False)
+        except Exception:  # a bug of ours: say so, and check again next round
+            log.exception("health check of %s failed", u.name)
 
     while True:
-        await asyncio.gather(*(check(u) for p in pools for u in p.upstreams))
+        await asyncio.gather(*(check(u) for p in pools for u in p.upstreams), return_exceptions=True)
         await asyncio.sleep(settings.health_interval_s)

@@ -4,8 +4,9 @@ loopback whose misbehaviour is ours to choose, and that counts what reached it (
     python tests/reference/gateway/stub.py '{"name": "s0", "poison": "POISON"}'
 
 config: name (x-served-by), poison (a body containing it gets 500 internal_error; others 200), status (every
-generation gets it, with retry_after_ms as Retry-After when given), health_slow_every / health_slow_s (every
-Nth /health answers only after that long).
+generation gets it, with retry_after_ms as Retry-After when given), generate_delay_s (each generation waits
+that long before answering; stats' health_during then lists, per generation, how many /health checks arrived
+meanwhile), health_slow_every / health_slow_s (every Nth /health answers only after that long).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from chaos.common import stop_group
 
 
 def build(cfg: dict) -> web.Application:
-    stats = {"requests": 0, "poison": 0, "bytes": 0, "max_body": 0, "health": 0}
+    stats = {"requests": 0, "poison": 0, "bytes": 0, "max_body": 0, "health": 0, "health_during": []}
     name = cfg.get("name", "s0")
 
     async def generate(request: web.Request):
@@ -31,6 +32,10 @@ def build(cfg: dict) -> web.Application:
         stats["requests"] += 1
         stats["bytes"] += len(raw)
         stats["max_body"] = max(stats["max_body"], len(raw))
+        if cfg.get("generate_delay_s"):
+            checks = stats["health"]
+            await asyncio.sleep(cfg["generate_delay_s"])
+            stats["health_during"].append(stats["health"] - checks)
         headers = {"x-served-by": name}
         if cfg.get("poison") and cfg["poison"].encode() in raw:
             stats["poison"] += 1

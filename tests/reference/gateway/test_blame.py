@@ -4,6 +4,8 @@ retries stay inside a budget; a health check that is merely slow does not take a
 Real gateway processes over loopback, in front of real replicas or of stub upstream processes whose
 misbehaviour is scripted (tests/reference/gateway/stub.py)."""
 
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -156,4 +158,55 @@ def test_a_slow_health_check_is_not_an_outage_but_a_dead_replica_is():
     finally:
         s0.stop()
         if gw is not None:
+            gw.stop()
+
+
+def test_one_late_health_check_keeps_a_busy_replicas_requests_and_its_breaker():
+    """The first-byte deadline covers queueing, prefill and a whole non-streamed generation: one late /health
+    from a busy replica must not throw that work away (before: every waiting attempt was released at the first
+    timed-out check, charged, and retried; six of them opened the breaker)."""
+    # Every other /health answers after 3 s, past the 1.5 s health timeout; each generation takes 6 s, in
+    # which at least one slow check times out (checked below, from the stub's side).
+    with Stub(name="s0", generate_delay_s=6, health_slow_every=2, health_slow_s=3) as s0:
+        gw = start_gateway([], args=gateway_args({"s0": s0.url}, first_token_timeout=60, health_timeout_s=1.5))
+        try:
+            with ThreadPoolExecutor(6) as ex:
+                got = list(ex.map(lambda i: post(gw.base_url, "/v1/completions", normal(i), timeout=90), range(6)))
+            st = state(gw)["primary"]["s0"]
+        finally:
+            gw.stop()
+        stats = s0.stats()
+    assert [s for s, _, _ in got] == [200] * 6, [(s, b) for s, _, b in got]
+    assert all(h["x-gateway-attempts"] == "1" and h["x-served-by"] == "s0" for _, h, _ in got)
+    assert stats["requests"] == 6  # none moved, none sent twice
+    assert st["breaker"] == "closed" and st["state"] == "up", st
+    # Not vacuous: three checks began during each generation, so two ended inside it, one of which timed out.
+    assert len(stats["health_during"]) == 6 and min(stats["health_during"]) >= 3, stats["health_during"]
+
+
+def test_attempts_released_from_a_frozen_replica_are_not_counted_against_it():
+    """Its timed-out checks took it out and let its waiting attempts go on down the chain; counting them too
+    would open its breaker (six here, five needed) and keep it out after it thawed."""
+    with Stub(name="s0", generate_delay_s=30) as s0, Stub(name="b0") as b0:
+        gw = start_gateway([], args=[*gateway_args({"s0": s0.url}, first_token_timeout=60),
+                                     "--backup", f"b0={b0.url}"])
+        try:
+            with ThreadPoolExecutor(6) as ex:
+                futures = [ex.submit(post, gw.base_url, "/v1/completions", normal(i), timeout=90) for i in range(6)]
+                deadline = time.monotonic() + 30
+                while s0.stats()["requests"] < 6 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert s0.stats()["requests"] == 6
+                os.kill(s0.proc.pid, signal.SIGSTOP)
+                try:
+                    got = [f.result() for f in futures]
+                finally:
+                    os.kill(s0.proc.pid, signal.SIGCONT)
+            assert [(s, h["x-served-by"]) for s, h, _ in got] == [(200, "backup")] * 6, got
+            deadline = time.monotonic() + 20
+            while state(gw)["primary"]["s0"]["state"] != "up" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert state(gw)["primary"]["s0"] == {"state": "up", "outstanding": 0, "breaker": "closed",
+                                                  "served": 0}
+        finally:
             gw.stop()
