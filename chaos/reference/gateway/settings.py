@@ -5,9 +5,19 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+# Seconds and sizes: finite and above 0.
 POSITIVE = ("auto_floor_s", "auto_default_s", "backoff_base_s", "backoff_max_s", "health_interval_s",
             "health_timeout_s", "eject_for_s", "breaker_open_s", "queue_timeout_s", "retry_after_s", "cache_ttl_s",
-            "header_timeout_s", "body_timeout_s", "retry_budget_window_s", "max_body_mb")
+            "header_timeout_s", "body_timeout_s", "retry_budget_window_s")
+# Other numbers: (low, high), both included (what each means is next to its field).
+BOUNDED = {"retry_after_cap_s": (0, 3600), "retry_budget_ratio": (0, 5), "max_ejection_percent": (0, 100),
+           "breaker_error_rate": (0, 1)}
+# Whole numbers: (low, high). The highs only keep absurd values out (a 400-digit breaker_window would be an
+# OverflowError when the deque is made); breaker_min_requests may exceed the window: the breaker never opens.
+INTEGERS = {"retries": (0, 5), "retry_budget_min": (0, 10**9), "unhealthy_after_checks": (1, 10**6),
+            "eject_after_failures": (1, 10**9), "breaker_window": (1, 10**6), "breaker_min_requests": (1, 10**9),
+            "max_concurrency": (1, 10**6), "max_queue": (0, 10**9), "max_body_mb": (1, 2**20),
+            "inspect_max_kb": (0, 2**30), "cache_size": (0, 10**9)}
 
 
 @dataclass(slots=True)
@@ -49,29 +59,26 @@ class GatewaySettings:
     def __post_init__(self):
         for name in ("first_token_timeout", "total_timeout"):
             v = getattr(self, name)
-            if v != "auto" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                                or v <= 0):
-                raise ValueError(f"{name} must be a positive number of seconds or 'auto'")
-        if not 0 <= self.retries <= 5:
-            raise ValueError("retries must be between 0 and 5 (the seed advises at most 2)")
-        if not 0 < self.breaker_error_rate <= 1:
-            raise ValueError("breaker_error_rate must be in (0, 1]")
-        if self.max_concurrency < 1 or self.max_queue < 0 or self.cache_size < 0:
-            raise ValueError("max_concurrency >= 1, max_queue >= 0, cache_size >= 0")
+            if v != "auto" and not _number(v) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds or 'auto', got {_show(v)}")
         for name in POSITIVE:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-        if not (math.isfinite(self.retry_budget_ratio) and 0 <= self.retry_budget_ratio <= 5):
-            raise ValueError("retry_budget_ratio must be between 0 and 5 (retries per request in the window)")
+            if not _number(v) > 0:
+                raise ValueError(f"{name} must be a positive finite number, got {_show(v)}")
+        for name, (low, high) in BOUNDED.items():
+            v = getattr(self, name)
+            if not low <= _number(v) <= high:
+                raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {_show(v)}")
+        if self.breaker_error_rate == 0:
+            raise ValueError("breaker_error_rate must be above 0 (0 would open at the first result)")
+        for name, (low, high) in INTEGERS.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+                raise ValueError(f"{name} must be a whole number from {low} to {high}, got {_show(v)}")
         if self.header_timeout_s > 3600 or self.body_timeout_s > 3600:
             raise ValueError("header_timeout_s and body_timeout_s must be at most 3600 seconds")
-        if self.retry_budget_min < 0 or self.inspect_max_kb < 0:
-            raise ValueError("retry_budget_min and inspect_max_kb must be >= 0")
-        if self.unhealthy_after_checks < 1 or self.eject_after_failures < 1:
-            raise ValueError("unhealthy_after_checks and eject_after_failures must be >= 1")
-        if not 0 <= self.max_ejection_percent <= 100:
-            raise ValueError("max_ejection_percent must be between 0 and 100")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"seed must be a whole number or null, got {_show(self.seed)}")
 
     @property
     def max_body_bytes(self) -> int:
@@ -87,3 +94,20 @@ class GatewaySettings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _number(v) -> float:
+    """v as a float; NaN (which fails every comparison) when it is no finite number: not a number, a bool, inf,
+    or an int too large for a float (OverflowError must not escape: callers catch ValueError)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    try:
+        f = float(v)
+    except OverflowError:
+        return math.nan
+    return f if math.isfinite(f) else math.nan
+
+
+def _show(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."

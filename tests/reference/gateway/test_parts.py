@@ -1,8 +1,12 @@
 """The gateway's small parts on their own: breaker, auto timeouts, cache keys, SSE watching, the retry budget,
 ejection's cap, health verdicts, what an error status says."""
 
+import asyncio
 import json
 import time
+
+import aiohttp
+import pytest
 
 from chaos.reference.gateway.attempt import ANSWER, BUSY, classify
 from chaos.reference.gateway.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker
@@ -10,7 +14,13 @@ from chaos.reference.gateway.budget import RetryBudget
 from chaos.reference.gateway.cache import Answer, AnswerCache, cache_key
 from chaos.reference.gateway.settings import GatewaySettings
 from chaos.reference.gateway.stream import SSECollector, synthesize
-from chaos.reference.gateway.upstreams import LatencyTracker, Pool, Upstream
+from chaos.reference.gateway.upstreams import (
+    FirstByteDeadline,
+    LatencyTracker,
+    Pool,
+    Upstream,
+    health_loop,
+)
 
 
 class Clock:
@@ -151,3 +161,68 @@ def test_every_route_the_gateway_serves_is_in_its_openapi_document():
     served = {(r.resource.canonical, r.method.lower()) for r in app.router.routes() if r.method != "HEAD"}
     documented = {(p, m) for p, item in paths.items() for m in item}
     assert served == documented, served ^ documented
+
+
+def test_an_expired_first_byte_deadline_is_left_alone_when_its_replica_is_released():
+    """Its timer fired but the attempt has not left __aexit__ yet (still in waiting): moving that Timeout
+    raised RuntimeError, through the health check and out of the health loop."""
+    u = Upstream("r0", "http://127.0.0.1:1", GatewaySettings(unhealthy_after_checks=2), "primary")
+
+    async def waiting_attempt():
+        async with FirstByteDeadline(u, 0.01) as deadline:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:  # the timer fired: on the way out, still waiting
+                assert deadline in u.waiting
+                u.checked(False, timed_out=True)
+                u.checked(False, timed_out=True)  # unhealthy now: the waiting are released
+                raise
+        return deadline
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(waiting_attempt())
+    assert not u.healthy and not u.waiting
+
+
+def test_the_health_loop_outlives_an_error_in_a_check():
+    class Flaky(Upstream):
+        calls = 0
+
+        def checked(self, ok, timed_out=False):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("a bug in a verdict")
+            super().checked(ok, timed_out)
+
+    s = GatewaySettings(health_interval_s=0.01)
+    u = Flaky("r0", "http://127.0.0.1:1", s, "primary")  # port 1: refused, a verdict each round
+
+    async def run():
+        async with aiohttp.ClientSession() as session:
+            task = asyncio.create_task(health_loop([Pool("primary", [u])], s, session))
+            deadline = time.monotonic() + 20
+            while Flaky.calls < 3 and not task.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert not task.done(), task.exception()
+            task.cancel()
+
+    asyncio.run(run())
+    assert Flaky.calls >= 3 and not u.healthy
+
+
+@pytest.mark.parametrize("bad", [
+    {"retries": 1.5}, {"retries": True}, {"retries": 6}, {"breaker_window": 0}, {"breaker_min_requests": -3},
+    {"breaker_window": 10**400}, {"max_concurrency": "8"}, {"cache_size": 2.0}, {"max_body_mb": 0.5},
+    {"health_interval_s": 10**400}, {"first_token_timeout": 10**400}, {"total_timeout": float("inf")},
+    {"eject_for_s": float("nan")}, {"retry_after_cap_s": -1}, {"breaker_error_rate": 0},
+    {"max_ejection_percent": 10**400}, {"retry_budget_ratio": "0.2"}, {"seed": 1.5},
+])
+def test_settings_refuse_wrong_types_and_ranges_with_valueerror(bad):
+    with pytest.raises(ValueError):  # never TypeError or OverflowError: the CLI reports ValueError plainly
+        GatewaySettings.from_dict(bad)
+
+
+def test_settings_take_whole_numbers_and_numbers_in_range():
+    s = GatewaySettings.from_dict({"retries": 0, "breaker_min_requests": 100, "first_token_timeout": 60,
+                                   "retry_after_cap_s": 0, "health_interval_s": 1, "seed": 10**30})
+    assert s.breaker_min_requests == 100 and s.max_body_bytes == 32 * 2**20

@@ -2,13 +2,13 @@
 
 import json
 
+from chaos.common import FAULT_TOKEN_HEADER
 from chaos.reference.launcher import start_server
 
 from ..http_util import post, request
 
 M = "chaos-reference"
 BODY = {"model": M, "prompt": "gateway", "max_tokens": 6, "temperature": 0, "ignore_eos": True}
-FAULT_TOKEN_HEADER = "x-chaos-fault-token"
 
 
 def replicas(n, *extra, prefix="r"):
