@@ -138,9 +138,9 @@ def test_fallback_order_backup_then_cache_then_503():
 
 def test_a_frozen_backup_does_not_hold_requests_for_the_whole_first_token_timeout():
     """A SIGSTOPped backup accepts connections and answers nothing. Its waiting attempts are released when its
-    health check times out, so a repeated question is answered from the cache in about a health timeout, not
-    after the first-token timeout ("auto" is 1.5 x P99: many seconds on a busy box, longer than a short pause
-    and longer than clients wait, so under contention the cache never answered)."""
+    timed-out health checks mark it unhealthy (two in a row), so a repeated question is answered from the cache
+    in a few seconds, not after the first-token timeout ("auto" is 1.5 x P99: many seconds on a busy box,
+    longer than a short pause and longer than clients wait, so under contention the cache never answered)."""
     (r0,) = replicas(1)
     (b0,) = replicas(1, prefix="b")
     gw = start_gateway([r0], [b0], args=settings(first_token_timeout=60))
