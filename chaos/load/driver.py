@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from .clock import Clock
 from .records import read_new_records, read_records
 from .shapes import LoadPlan
 from .summary import StepSummary, format_table, summarize, summarize_steps
@@ -187,7 +188,10 @@ class LoadRun:
         self.tokenizer = cfg.tokenizer
         self.timeouts: dict = {}
         self._tail_offset = 0
-        self._tail: list = []
+        self._tail: list = []  # the records of the live line's window, no more: a run's whole file is GBs
+        self._seen = 0
+        self._newest = 0.0  # the latest end time of any record seen
+        self._clock = Clock()
         self._logs = []
         self._mono_start = time.monotonic()
 
@@ -245,6 +249,7 @@ class LoadRun:
                      "--expect-workers", str(cfg.workers)]
         self.t_start = time.time()
         self._mono_start = time.monotonic()
+        self._clock = Clock()  # anchored with the Locust processes, whose record times share its timeline
         self.main = self._spawn(main, env, "locust-master.log" if cfg.workers else "locust.log")
         for i in range(cfg.workers):
             self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
@@ -269,9 +274,16 @@ class LoadRun:
         return records
 
     def live_line(self, window_s: float = 10.0) -> str:
-        now = time.time()  # compared with records' Unix times
-        self._tail += self.new_records()
-        recent = [r for r in self._tail if (r.t_end or r.t_start) >= now - window_s]
+        new = self.new_records()
+        self._seen += len(new)
+        for r in new:
+            self._newest = max(self._newest, r.t_end or r.t_start)
+        # "now" on the records' timeline, not time.time(): record times are an anchor plus monotonic deltas, so
+        # after a wall-clock step time.time() would put every record outside the window (or inside it for good).
+        # This process's clock is anchored with Locust's and goes on while no request ends (an outage shows as
+        # "no completed requests"); the newest record wins if a step fell between the two anchors.
+        now = max(self._clock.now(), self._newest)
+        self._tail = recent = [r for r in self._tail + new if (r.t_end or r.t_start) >= now - window_s]
         s = summarize(recent, "recent", self.cfg.plan.open_loop, window_s) if recent else None
         elapsed = time.monotonic() - self._mono_start
         stage = self.cfg.plan.stage_at(elapsed)
@@ -279,7 +291,7 @@ class LoadRun:
         if s is None:
             return f"[{elapsed:5.0f}s] {name:<14} no completed requests in the last {window_s:.0f}s"
         p95 = s.e2e.get("p95")
-        return (f"[{elapsed:5.0f}s] {name:<14} total {len(self._tail):>6}  last {window_s:.0f}s: {len(recent):>5} done, "
+        return (f"[{elapsed:5.0f}s] {name:<14} total {self._seen:>6}  last {window_s:.0f}s: {len(recent):>5} done, "
                 f"err {s.error_rate * 100:5.1f}%, P95 E2E {'-' if p95 is None else f'{p95 * 1000:.0f} ms'}, "
                 f"{s.output_tps:.0f} tok/s")
 

@@ -38,7 +38,9 @@ def server_timing(rec: RequestRecord, t) -> None:
         rec.server_e2e = end - arrival
 
 
-def _usage(rec: RequestRecord, usage: dict, produced_seen: int) -> None:
+def _usage(rec: RequestRecord, usage, produced_seen: int) -> None:
+    if not isinstance(usage, dict):  # a list or a string from a broken server: no counts, not a crash
+        usage = {}
     if isinstance(usage.get("prompt_tokens"), int):
         rec.server_input_tokens = usage["prompt_tokens"]
     if isinstance(usage.get("completion_tokens"), int):
@@ -70,13 +72,16 @@ def judge_plain(payload: bytes, rec: RequestRecord, req) -> None:
         obj = json.loads(payload)
         choice = obj["choices"][0]
         text = choice["message"]["content"] if "message" in choice else choice["text"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        finish = choice.get("finish_reason")
+        if not isinstance(text, (str, type(None))) or not isinstance(finish, (str, type(None))):
+            raise TypeError("content or finish_reason is not a string")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_body", "response body is not a completion"
         return
-    usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
-    _usage(rec, usage, 0)
-    rec.finish_reason = choice.get("finish_reason")
-    rec.served_by = rec.served_by or obj.get("system_fingerprint")
+    _usage(rec, obj.get("usage"), 0)
+    rec.finish_reason = finish
+    if isinstance(obj.get("system_fingerprint"), str):
+        rec.served_by = rec.served_by or obj["system_fingerprint"]
     server_timing(rec, obj.get("chaos_timing"))
     if req.expect_json:
         check_json(text or "", rec)

@@ -257,6 +257,7 @@ class LLMUser(FastHttpUser):
                             t_sched=t_sched, t_start=t_sched, input_tokens=req.input_tokens,
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
+                            fixed_output=req.fixed_output,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
         key_env = CFG.get("api_key_env")

@@ -10,6 +10,7 @@ queueing. docs/load.md defines every field.
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import asdict, dataclass, field
 
 OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "reset", "stream_error", "bad_output", "cancelled")
@@ -36,6 +37,7 @@ class RequestRecord:
     server_input_tokens: int | None = None  # usage.prompt_tokens, when the server said
     requested_tokens: int | None = None  # max_tokens (or max_completion_tokens) asked for
     ignore_eos: bool = False  # whether the request asked the server to ignore EOS (fixed output length)
+    fixed_output: bool = False  # the workload fixed the output length (max_tokens is what was asked, not a cap)
     output_tokens: int = 0  # produced: usage.completion_tokens, else content chunks seen
     output_tokens_source: str = "usage"  # usage | stream
     finish_reason: str | None = None
@@ -44,7 +46,8 @@ class RequestRecord:
     itl_p50: float | None = None
     itl_p90: float | None = None
     itl_p99: float | None = None
-    itl_us: list[int] = field(default_factory=list)  # every gap between content chunks, integer microseconds
+    # every gap between content chunks, integer microseconds; read back as array('I'), 4 bytes a gap
+    itl_us: list[int] | array = field(default_factory=list)
     itl_dropped: int = 0  # gaps past chaos.load.sse.MAX_GAPS, counted but not kept
     server_ttft: float | None = None  # the reference server's own chaos_timing: first_token - arrival, seconds
     server_e2e: float | None = None  # end - arrival
@@ -64,31 +67,48 @@ class RequestRecord:
 
     @property
     def ended_early(self) -> bool:
-        """Stopped by the model (EOS or a stop string) before producing what was asked for."""
-        return (self.requested_tokens is not None and self.output_tokens < self.requested_tokens
-                and self.finish_reason == "stop")
+        """Stopped by the model (EOS or a stop string) before producing the length the workload fixed. A json
+        or replayed request's max_tokens is only a cap: stopping before it is what such a request should do."""
+        return (self.fixed_output and self.requested_tokens is not None
+                and self.output_tokens < self.requested_tokens and self.finish_reason == "stop")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        d = asdict(self)
+        if isinstance(self.itl_us, array):
+            d["itl_us"] = self.itl_us.tolist()
+        return json.dumps(d, separators=(",", ":"))
+
+
+def _gaps(values) -> array:
+    """A record's gaps as 4-byte integers: an hour-long run's gaps as Python ints (36 bytes each) were over a GB."""
+    try:
+        return array("I", values)
+    except OverflowError:  # a gap past 71 minutes (or a negative one from a foreign file): 8 bytes, signed
+        return array("q", values)
 
 
 def read_new_records(path: str, offset: int = 0) -> tuple[list[RequestRecord], int]:
     """Whole records written after byte offset, and the offset to read from next time. A line still being
-    written (no newline yet) waits for the next call; a line cut by a kill mid-write is skipped."""
+    written (no newline yet) waits for the next call; a line cut by a kill mid-write is skipped. Read a line at a
+    time: the file of a long run is hundreds of MB."""
+    out = []
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
+        f = open(path, "rb")
     except FileNotFoundError:
         return [], offset
-    end = data.rfind(b"\n") + 1
-    out = []
-    for line in data[:end].splitlines():
-        try:
-            out.append(RequestRecord(**json.loads(line)))
-        except (ValueError, TypeError):
-            continue
-    return out, offset + end
+    with f:
+        f.seek(offset)
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            offset += len(line)
+            try:
+                rec = RequestRecord(**json.loads(line))
+                rec.itl_us = _gaps(rec.itl_us)
+            except (ValueError, TypeError):
+                continue
+            out.append(rec)
+    return out, offset
 
 
 def read_records(path: str) -> list[RequestRecord]:

@@ -55,22 +55,45 @@ class StreamState:
         if "error" in obj:
             self.error = obj["error"] if isinstance(obj["error"], dict) else {"message": str(obj["error"])}
             return ""
-        if obj.get("usage"):
-            self.usage = obj["usage"]
-        self.served_by = obj.get("system_fingerprint") or self.served_by
+        # Every field is checked for its type: a chunk of the wrong shape raised AttributeError here, which the
+        # user took for a transport failure (connect_error) and, nothing having streamed, retried.
+        usage, choices = obj.get("usage"), obj.get("choices")
+        if usage is not None and not isinstance(usage, dict):
+            return self._bad(f"usage is a {type(usage).__name__}, not an object")
+        if choices is not None and not isinstance(choices, list):
+            return self._bad(f"choices is a {type(choices).__name__}, not a list")
+        if usage:
+            self.usage = usage
+        if isinstance(obj.get("system_fingerprint"), str):
+            self.served_by = obj["system_fingerprint"] or self.served_by
         if isinstance(obj.get("chaos_timing"), dict):
             self.server_timing = obj["chaos_timing"]
         text = ""
-        for choice in obj.get("choices") or []:
-            piece = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+        for choice in choices or []:
+            if not isinstance(choice, dict):
+                return self._bad(f"a choice is a {type(choice).__name__}, not an object")
+            if "delta" in choice:
+                delta = choice["delta"]
+                if delta is not None and not isinstance(delta, dict):
+                    return self._bad(f"delta is a {type(delta).__name__}, not an object")
+                piece = (delta or {}).get("content")
+            else:
+                piece = choice.get("text")
+            finish = choice.get("finish_reason")
+            if not isinstance(piece, (str, type(None))) or not isinstance(finish, (str, type(None))):
+                return self._bad("content, text or finish_reason is not a string")
             if piece:
                 text += piece
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            if finish:
+                self.finish_reason = finish
         if text:
             self.content_chunks += 1
             self.text_parts.append(text)
         return text
+
+    def _bad(self, why: str) -> str:
+        self.malformed = self.malformed or f"malformed chunk: {why}"
+        return ""
 
     @property
     def text(self) -> str:

@@ -14,9 +14,13 @@ import time
 
 
 class ScriptedServer:
-    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0):
+    def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0,
+                 odd=None, odd_at=0, finish=None, on_chunk=None):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
         self.terminator_delay = terminator_delay  # the chunked end marker as a later write, as uvicorn does
+        self.odd, self.odd_at = odd, odd_at  # a chunk object sent in place of content piece odd_at (-1: the usage)
+        self.finish = finish  # the last content chunk's finish_reason
+        self.on_chunk = on_chunk  # called (in the server's thread) with the index of each content chunk written
         self.connections = 0
         self.retry_after_ms = retry_after_ms
         self.arrivals: list[float] = []
@@ -88,9 +92,9 @@ class ScriptedServer:
                      f"{extra}\r\n".encode() + data)
         await writer.drain()
 
-    def _chunk(self, text):
+    def _chunk(self, text, finish=None):
         obj = {"id": "x", "object": "chat.completion.chunk", "system_fingerprint": "scripted",
-               "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+               "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
         return self._sse(obj)
 
     @staticmethod
@@ -129,12 +133,18 @@ class ScriptedServer:
             if mode == "garbage" and i == 2:
                 writer.write(self._sse(b"{this is not json"))
                 continue
-            writer.write(self._chunk(piece))
+            if self.odd is not None and i == self.odd_at:
+                writer.write(self._sse(self.odd))
+            else:
+                writer.write(self._chunk(piece, self.finish if i == len(pieces) - 1 else None))
             await writer.drain()
+            if self.on_chunk is not None:
+                self.on_chunk(i)
         if mode != "no_done":
             usage = {"id": "x", "object": "chat.completion.chunk", "choices": [],
                      "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces), "total_tokens": 3 + len(pieces)}}
-            writer.write(self._sse(usage) + self._sse(b"[DONE]"))
+            writer.write(self._sse(self.odd if self.odd is not None and self.odd_at == -1 else usage)
+                         + self._sse(b"[DONE]"))
         if self.terminator_delay:
             await writer.drain()
             await asyncio.sleep(self.terminator_delay)

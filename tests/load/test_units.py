@@ -169,36 +169,53 @@ def _content_lines(n):
     return [f'data: {{"choices":[{{"delta":{{"content":"t{i}"}}}}]}}\n'.encode() for i in range(n)] + [b"data: [DONE]\n"]
 
 
+def _sse_loaded_now(monkeypatch):
+    """A private copy of chaos.load.sse, executed now: read_stream's default clock is bound when its module runs,
+    so only a copy loaded after time.time is patched would see a default of time.time stepping."""
+    import importlib.util
+    import sys
+
+    from chaos.load import sse
+
+    spec = importlib.util.spec_from_file_location("_sse_fresh", sse.__file__)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_sse_fresh", mod)  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_a_wall_clock_step_mid_stream_is_no_inter_token_gap(monkeypatch):
     import time
 
     from chaos.load.clock import Clock
     from chaos.load.judge import fill_timing
-    from chaos.load.sse import StreamTiming, read_stream
 
     real_time = time.time
+    stepped = {"by": 0.0}
+    monkeypatch.setattr(time, "time", lambda: real_time() + stepped["by"])
+    sse = _sse_loaded_now(monkeypatch)
 
     def stream(step_after):
         lines = _content_lines(8)
 
         def readline():
             if len(lines) == 8 - step_after:
-                monkeypatch.setattr(time, "time", lambda: real_time() + 17.0)  # NTP steps the wall clock
+                stepped["by"] = 17.0  # NTP steps the wall clock
             return lines.pop(0) if lines else b""
         return readline
 
     clock = Clock()
     r = rec(0, t0=clock.now())
     r.t_start = clock.now()
-    timing = read_stream(stream(4), StreamState(), StreamTiming())
+    timing = sse.read_stream(stream(4), sse.StreamState(), sse.StreamTiming())  # the clock the user gets
     r.t_end = clock.now()
     fill_timing(r, timing, clock)
     assert len(r.itl_us) == 7 and max(r.itl_us) < 1_000_000 and r.max_itl < 1.0
     assert 0 <= r.ttft < 1.0 and 0 <= r.e2e < 1.0 and r.t_start <= r.t_first <= r.t_end
     assert abs(clock.now() - real_time()) < 1.0  # the record's Unix times stay on the anchor's timeline
     # The same stream timed on the wall clock, as the user timed it before: the step shows as a 17 s gap.
-    monkeypatch.setattr(time, "time", real_time)
-    wall = read_stream(stream(4), StreamState(), StreamTiming(), mono=lambda: time.time())
+    stepped["by"] = 0.0
+    wall = sse.read_stream(stream(4), sse.StreamState(), sse.StreamTiming(), mono=time.time)
     assert wall.max_gap > 16
 
 
@@ -222,8 +239,10 @@ def test_summary_pools_itl_beside_tpot_and_counts_early_ends():
         r.requested_tokens = 10
         r.finish_reason = "length"
         rs.append(r)
+    for r in rs:
+        r.fixed_output = True
     short = rec(99, t0=5, tokens=4)
-    short.requested_tokens, short.finish_reason, short.itl_us = 10, "stop", [50_000] * 3
+    short.requested_tokens, short.finish_reason, short.itl_us, short.fixed_output = 10, "stop", [50_000] * 3, True
     rs.append(short)
     s = summarize(rs, "step")
     pooled = [g for r in rs for g in r.itl_us]
@@ -233,7 +252,7 @@ def test_summary_pools_itl_beside_tpot_and_counts_early_ends():
     tpots = [(r.t_end - r.t_first) / (r.output_tokens - 1) for r in rs]
     assert s.tpot["p50"] == pytest.approx(float(np.percentile(tpots, 50)))
     assert s.ended_early == 1 and short.ended_early and not rs[0].ended_early
-    assert "ended early: 1 of 21" in format_table([s])
+    assert "ended early: 1 of 21 fixed-length" in format_table([s])
     assert "ITL p50/p95/p99 ms" in format_table([s])
 
 
@@ -278,3 +297,116 @@ def test_no_ignore_eos_flag_and_the_experiment_switch_reach_the_load_config():
     cfg = load_config({"workload": "chat", "users": 2, "duration": "5s"}, ["http://127.0.0.1:9"], None, None, "/tmp/x",
                       ignore_eos=False)
     assert cfg.ignore_eos is False
+
+
+# -- review of issue 19: malformed chunk shapes, what the summary counts, records in 4 bytes a gap ---------------
+
+ODD_CHUNKS = [  # each once raised AttributeError or TypeError in the parser
+    {"choices": ["x"]}, {"choices": [{"delta": "x"}]}, {"choices": {"delta": {}}}, {"choices": "x"},
+    {"choices": [], "usage": [1, 2]}, {"choices": [], "usage": "many"}, {"choices": [{"delta": {"content": 5}}]},
+    {"choices": [{"text": ["a"]}]}, {"choices": [{"delta": {"content": "a"}, "finish_reason": ["stop"]}]},
+]
+
+
+@pytest.mark.parametrize("chunk", ODD_CHUNKS, ids=lambda c: json.dumps(c))
+def test_chunks_of_the_wrong_shape_are_malformed_not_a_crash(chunk):
+    from chaos.load.judge import judge_stream
+    from chaos.load.workloads import LLMRequest
+
+    s = StreamState()
+    s.feed('data: {"choices":[{"delta":{"content":"ok"}}]}')
+    assert s.feed("data: " + json.dumps(chunk)) == ""
+    s.feed("data: [DONE]")
+    assert s.malformed and "malformed chunk" in s.malformed
+    r = rec(0)
+    judge_stream(s, r, LLMRequest("chat", "chat", {}, 10, "exact"))
+    assert (r.outcome, r.error_code) == ("stream_error", "malformed_chunk")
+
+
+@pytest.mark.parametrize("body", [
+    {"choices": [{"message": {"content": 5}}]}, {"choices": [{"message": "x"}]}, {"choices": ["x"]},
+    {"choices": [{"message": {"content": "{}"}, "finish_reason": 1}]}, {"choices": {"0": {}}},
+])
+def test_plain_bodies_of_the_wrong_shape_are_malformed(body):
+    from chaos.load.judge import judge_plain
+    from chaos.load.workloads import LLMRequest
+
+    r = rec(0)
+    judge_plain(json.dumps(body).encode(), r, LLMRequest("json", "chat", {}, 10, "exact", expect_json=True))
+    assert (r.outcome, r.error_code) == ("stream_error", "malformed_body")
+    ok = rec(1)  # a usage of the wrong shape is no count, not a crash
+    judge_plain(b'{"choices":[{"message":{"content":"{}"}}],"usage":[3]}', ok, LLMRequest("json", "chat", {}, 10,
+                                                                                        "exact", expect_json=True))
+    assert ok.outcome == "ok" and ok.server_input_tokens is None
+
+
+def test_only_exact_counts_mismatch_and_only_fixed_lengths_end_early():
+    rs = []
+    for i, (source, fixed) in enumerate([("exact", True), ("estimate", True), ("exact", False), ("estimate", False)]):
+        r = rec(i, tokens=3)
+        r.input_tokens, r.server_input_tokens, r.input_tokens_source = 100, 97, source
+        r.requested_tokens, r.finish_reason, r.fixed_output = 10, "stop", fixed  # a json or replayed request: a cap
+        rs.append(r)
+    s = summarize(rs, "step")
+    assert s.input_mismatch == 2 and s.ended_early == 2 and s.fixed_output == 2
+    assert [r.ended_early for r in rs] == [True, True, False, False]
+    assert "ended early: 2 of 2 fixed-length ok requests" in format_table([s])
+
+
+def test_records_read_back_keep_gaps_in_four_bytes(tmp_path):
+    from array import array
+
+    from chaos.load.records import read_new_records, read_records
+
+    a, b = rec(0), rec(1)
+    a.itl_us, b.itl_us = [7, 3_000_000_000, 5], [2 ** 33]  # one fits in 32 bits, one does not
+    p = tmp_path / "requests.jsonl"
+    p.write_text(a.to_json() + "\n" + b.to_json() + "\n" + a.to_json()[:40])  # the last line still being written
+    got, offset = read_new_records(str(p))
+    assert [r.itl_us for r in got] == [array("I", [7, 3_000_000_000, 5]), array("q", [2 ** 33])]
+    assert offset == len(a.to_json()) + len(b.to_json()) + 2
+    assert json.loads(got[0].to_json())["itl_us"] == [7, 3_000_000_000, 5]  # arrays write back as lists
+    s = summarize(read_records(str(p)) + [a], "step")  # arrays and lists pool together
+    assert s.itl_gaps == 7 and s.itl["p50"] == pytest.approx(7e-6)  # of 5 5 7 7 3e9 3e9 2**33
+
+
+def _live_run(tmp_path):
+    """A LoadRun that reads a file the test writes, and a clock anchored when it was made (Locust's, in a run)."""
+    from chaos.load.clock import Clock
+    from chaos.load.driver import LoadConfig, LoadRun
+
+    cfg = LoadConfig(target="http://127.0.0.1:9", plan=fixed(2, 3600), workload=[(WorkloadSpec("chat"), 1)],
+                     out_dir=str(tmp_path))
+    return LoadRun(cfg, progress=lambda _: None), Clock()
+
+
+def test_live_line_keeps_only_its_window(tmp_path):
+    run, clock = _live_run(tmp_path)
+    now = clock.now()
+    with open(run.records_path, "w") as f:
+        for i in range(100):
+            f.write(rec(i, t0=now - 300 + i, e2e=1.0).to_json() + "\n")  # ended minutes ago
+        for i in range(5):
+            f.write(rec(100 + i, t0=now - 3, e2e=1.0).to_json() + "\n")
+    line = run.live_line(10.0)
+    assert "total    105" in line and "last 10s:     5 done" in line
+    assert len(run._tail) == 5  # it held every record of the run, re-filtered every 5 s
+    with open(run.records_path, "a") as f:
+        f.write(rec(200, t0=now - 2, e2e=1.0).to_json() + "\n")
+    assert "total    106" in run.live_line(10.0) and len(run._tail) == 6
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0])
+def test_live_line_is_not_fooled_by_a_wall_clock_step(tmp_path, monkeypatch, step):
+    import time
+
+    run, clock = _live_run(tmp_path)  # anchored, as Locust's processes are, before the step
+    now = clock.now()
+    with open(run.records_path, "w") as f:
+        for i in range(20):  # a backward step once counted these as recent
+            f.write(rec(i, t0=now - 300 + i, e2e=1.0).to_json() + "\n")
+        for i in range(4):  # a forward step once left these out
+            f.write(rec(20 + i, t0=now - 3, e2e=1.0).to_json() + "\n")
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + step)
+    assert "last 10s:     4 done" in run.live_line(10.0)
