@@ -20,19 +20,20 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from ..common import retry_after_headers
+from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, retry_after_headers
 from .engine.async_engine import AsyncEngine, EngineDeadError
 from .faults import ServerFaults
 from .metrics import CONTENT_TYPE, ServerMetrics
-from .openapi import FAULT_TOKEN_HEADER, server_spec
+from .openapi import server_spec
 from .protocol import APIError, GenerationRequest, from_worker, parse_generation, parse_json_body
-from .serving import BodyWorker, WorkerError
+from .serving import BodyTooLarge, BodyWorker, WorkerBusy, WorkerError, read_bounded
 
 log = logging.getLogger("chaos.reference")
 # Bodies past this are parsed in the body worker's process (serving.BodyWorker), one at a time: json.loads holds
 # the GIL ~30 ms a MB of numbers, which on the event loop (or a thread) would stall /health past the gateway's
 # 1 s health timeout. Below it, parsing inline costs less than the hop.
 LARGE_BODY = 256 * 1024
+WORKER_QUEUE = 4  # large bodies waiting for the worker (each up to max_body_mb); more get 503 server_busy
 ADMIN_BODY_LIMIT = 64 * 1024
 
 
@@ -80,8 +81,8 @@ class ServerSettings:
         if not 0 < self.header_timeout_s <= 3600 or not 0 < self.body_timeout_s <= 3600:
             raise ValueError("header_timeout and body_timeout must be in (0, 3600] seconds")
         if self.enable_fault_hooks and not self.fault_token:
-            raise ValueError("fault hooks need a token: set the environment variable CHAOS_FAULT_TOKEN to a secret "
-                             "value, and send it as the header x-chaos-fault-token on /admin/faults")
+            raise ValueError(f"fault hooks need a token: set the environment variable {FAULT_TOKEN_ENV} to a "
+                             f"secret value, and send it as the header {FAULT_TOKEN_HEADER} on /admin/faults")
 
 
 class ReferenceAPI:
@@ -95,7 +96,7 @@ class ReferenceAPI:
         self.idle = asyncio.Event()
         self.idle.set()
         self.started = int(time.time())
-        self.body_worker = BodyWorker("chaos.reference.protocol:parse_for_worker")
+        self.body_worker = BodyWorker("chaos.reference.protocol:parse_for_worker", max_waiting=WORKER_QUEUE)
         s = settings
         self.spec = server_spec(model_name=s.model_name, max_model_len=engine.config.max_model_len,
                                 max_body_mb=s.max_body_mb, fault_hooks=s.enable_fault_hooks)
@@ -130,25 +131,14 @@ class ReferenceAPI:
         return resp
 
     def _too_large(self, size: int | None, limit: int | None = None) -> APIError:
-        limit = limit or self.settings.max_body_mb * 2**20
-        got = f"{size} bytes" if size is not None else f"more than {limit} bytes"
-        return APIError(413, f"The request body is too large ({got}); the limit is {limit} bytes.",
-                        code="request_too_large")
+        e = BodyTooLarge(size, limit or self.settings.max_body_mb * 2**20)
+        return APIError(413, str(e), code="request_too_large")
 
     async def _read_body(self, request: web.Request, limit: int | None = None) -> bytes:
-        """The body, refused from its Content-Length before any of it is read; a chunked body is read only up
-        to the limit. Read in the stream's own small pieces and joined once: request.read() lifts the buffer
-        limit to the body limit and copies the body twice, holding the event loop for tens of ms a body."""
-        limit = limit or self.settings.max_body_mb * 2**20
-        if request.content_length is not None and request.content_length > limit:
-            raise self._too_large(request.content_length, limit)
-        chunks, size = [], 0
-        while chunk := await request.content.readany():
-            size += len(chunk)
-            if size > limit:
-                raise self._too_large(None, limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            return await read_bounded(request, limit or self.settings.max_body_mb * 2**20)
+        except BodyTooLarge as e:
+            raise self._too_large(e.size, e.limit) from None
 
     def _authorize(self, request: web.Request) -> None:
         given = request.headers.get(FAULT_TOKEN_HEADER, "").encode("utf-8", "replace")
@@ -217,7 +207,9 @@ class ReferenceAPI:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "chat")
 
-    def _admit(self) -> None:
+    def _refuse_early(self) -> None:
+        """What refuses a request whatever its body says: checked before the body is read, and again after it
+        is parsed (the server may have begun draining, or its queue filled, meanwhile)."""
         s = self.settings
         retry = retry_after_headers(s.retry_after_s)
         if self.draining:
@@ -226,13 +218,22 @@ class ReferenceAPI:
         if self.engine.dead is not None:
             raise APIError(503, "The inference engine has stopped; this replica cannot serve.",
                            type="server_error", code="engine_dead")
-        if self.faults.should_fail():
-            raise APIError(500, "Injected fault: fail_fraction", type="server_error", code="injected_fault")
         if self.engine.num_waiting >= s.max_waiting:
             msg = f"The request queue is full ({s.max_waiting} waiting); retry after {s.retry_after_s:g}s."
             if s.overload_status == 429:
                 raise APIError(429, msg, type="requests", code="rate_limit_exceeded", headers=retry)
             raise APIError(503, msg, type="server_error", code="overloaded", headers=retry)
+
+    def _admit(self) -> None:
+        self._refuse_early()
+        if self.faults.should_fail():  # a fault of valid requests only: a client's own 4xx comes first
+            raise APIError(500, "Injected fault: fail_fraction", type="server_error", code="injected_fault")
+
+    def _busy(self) -> APIError:
+        s = self.settings
+        return APIError(503, f"{WORKER_QUEUE} large request bodies already wait to be parsed; retry after "
+                             f"{s.retry_after_s:g}s.", type="server_error", code="server_busy",
+                        headers=retry_after_headers(s.retry_after_s))
 
     def _parse(self, raw: bytes, content_type: str, kind: str) -> GenerationRequest:
         s, eng = self.settings, self.engine
@@ -245,6 +246,8 @@ class ReferenceAPI:
                 "max_model_len": self.engine.config.max_model_len, "default_max_tokens": s.default_max_tokens}
         try:
             return from_worker(await self.body_worker.call(raw, meta))
+        except WorkerBusy:
+            raise self._busy() from None
         except WorkerError as e:
             log.warning("%s", e)
             raise APIError(500, f"This request's body could not be parsed: {e}", type="server_error",
@@ -256,6 +259,9 @@ class ReferenceAPI:
         rid = uuid.uuid4().hex
         headers = self._headers(client_rid or rid)
         try:
+            self._refuse_early()
+            if (request.content_length or 0) > LARGE_BODY and self.body_worker.busy:
+                raise self._busy()  # before its megabytes are read
             raw, ctype = await self._read_body(request), request.headers.get("Content-Type", "")
             req = await self._parse_large(raw, ctype, kind) if len(raw) > LARGE_BODY else self._parse(raw, ctype, kind)
             del raw

@@ -17,10 +17,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..common import stop_group
+from ..common import FAULT_TOKEN_ENV, stop_group
 
 READY = re.compile(r"listening on (http://\S+)")
-FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"
 
 
 class LaunchError(RuntimeError):

@@ -7,16 +7,16 @@ tests/reference/test_openapi.py checks that every route an app registers is docu
 
 from __future__ import annotations
 
+from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER
 from .engine.sequence import SEED_MAX, SEED_MIN
 from .faults import HOOKS
 from .protocol import CHAT_ROLES, MAX_JSON_DEPTH, MAX_STOP, PENALTY, TEMPERATURE, TOP_P
 from .tokenizer import VOCAB_SIZE
 
-FAULT_TOKEN_HEADER = "x-chaos-fault-token"
 ERROR_CODES = {
     400: "Invalid request: error.param names the field, error.code says why (invalid_type, invalid_value, "
          "invalid_unicode, context_length_exceeded, unsupported_value, invalid_json, invalid_content_type, ...).",
-    401: "The fault routes need the header x-chaos-fault-token.",
+    401: f"The fault routes need the header {FAULT_TOKEN_HEADER}.",
     404: "Unknown model (code model_not_found) or route (code not_found).",
     405: "Method not allowed on this route.",
     408: "The request's headers or body did not arrive in time (--header-timeout, --body-timeout); the connection "
@@ -24,8 +24,9 @@ ERROR_CODES = {
     413: "The body is over the size limit (code request_too_large); it is refused before it is read.",
     429: "Too many requests waiting (code rate_limit_exceeded); wait Retry-After.",
     500: "A failure of this request alone (code internal_error, injected_fault); the server serves on.",
-    503: "Draining (server_draining), overloaded (overloaded), engine stopped (engine_dead), or the KV cache cannot "
-         "hold the request now (generation_failed).",
+    503: "Draining (server_draining), overloaded (overloaded), engine stopped (engine_dead), too many large bodies "
+         "waiting to be parsed (server_busy), or the KV cache cannot hold the request now (generation_failed); "
+         "the first three are answered before the body is read.",
 }
 
 
@@ -225,7 +226,7 @@ def _document(title: str, description: str, paths: dict, max_model_len: int | No
     if fault_hooks:
         components["securitySchemes"] = {"faultToken": {
             "type": "apiKey", "in": "header", "name": FAULT_TOKEN_HEADER,
-            "description": "The value of CHAOS_FAULT_TOKEN the server was started with"}}
+            "description": f"The value of {FAULT_TOKEN_ENV} the server was started with"}}
     return {"openapi": "3.1.0", "info": {"title": title, "version": "1", "description": description},
             "paths": paths, "components": components}
 

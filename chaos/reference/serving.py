@@ -57,7 +57,9 @@ class _Guard(asyncio.Protocol):
         if self.state == self.LINGER and self.request.content.is_eof():
             self.state, self.request = self.IDLE, None  # the unread body is over: this is a new request
         if self.state == self.IDLE:  # the first byte of the next request on a kept-alive connection
-            self.state = self.HEADERS
+            # Reset here, not in request_finished: aiohttp prepares a returned response after the middleware
+            # has finished, so the previous response marks the connection only after request_finished ran.
+            self.state, self.responded = self.HEADERS, False
             self._arm(self.limits[0], "headers")
         self.handler.data_received(data)
 
@@ -197,8 +199,36 @@ async def listen(app: web.Application, host: str, port: int, *, header_timeout: 
     return runner, runner.addresses[0][1]
 
 
+class BodyTooLarge(Exception):
+    """A request body over its limit: size from Content-Length, None when a chunked body ran past it."""
+
+    def __init__(self, size: int | None, limit: int):
+        got = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+        super().__init__(f"The request body is too large ({got}); the limit is {limit} bytes.")
+        self.size, self.limit = size, limit
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """The body, refused from its Content-Length before any of it is read; a chunked body is read only up to
+    the limit. Read in the stream's own small pieces and joined once: request.read() lifts the buffer limit to
+    the body limit and copies the body twice, holding the event loop for tens of ms a body."""
+    if request.content_length is not None and request.content_length > limit:
+        raise BodyTooLarge(request.content_length, limit)
+    chunks, size = [], 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(None, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class WorkerError(RuntimeError):
     """The body worker died or overran its time on one call; the next call starts a fresh one."""
+
+
+class WorkerBusy(RuntimeError):
+    """max_waiting calls already wait for the body worker: this one is refused rather than queued."""
 
 
 class BodyWorker:
@@ -208,43 +238,63 @@ class BodyWorker:
     numbers, so a worker thread would still stall the event loop (and /health) that long; and a hostile body's
     millions of objects then never exist in the serving process, whose memory stays flat. Only the result comes
     back. target is "module:function", importable without torch; the child exits when its stdin closes (so also
-    when this process dies)."""
+    when this process dies).
 
-    def __init__(self, target: str, timeout: float = 30.0):
-        self.target, self.timeout = target, timeout
+    At most max_waiting calls wait behind the one running (each holds its body, up to the body limit); one more
+    raises WorkerBusy at once."""
+
+    def __init__(self, target: str, timeout: float = 30.0, max_waiting: int = 4):
+        self.target, self.timeout, self.max_waiting = target, timeout, max_waiting
         self._proc: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
+        self.waiting = 0
+
+    @property
+    def busy(self) -> bool:
+        """A call now would be refused: a caller can say so before it reads a body."""
+        return self._lock.locked() and self.waiting >= self.max_waiting
 
     async def call(self, body: bytes, meta: dict):
-        # Shielded: a handler cancelled mid-call (its client left) must not leave a reply unread in the pipe.
+        if self.busy:
+            raise WorkerBusy(f"{self.waiting} requests already wait for the body worker")
+        self.waiting += 1
+        try:
+            await self._lock.acquire()  # not shielded: a client that leaves while it waits costs no parse
+        finally:
+            self.waiting -= 1
+        # Shielded from here: a handler cancelled mid-call (its client left) must not leave a reply unread in
+        # the pipe. The lock is released when the exchange ends, whoever awaits it.
         task = asyncio.ensure_future(self._exchange(body, meta))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when nobody awaits it
+        task.add_done_callback(self._exchanged)
         return await asyncio.shield(task)
+
+    def _exchanged(self, task: asyncio.Task) -> None:
+        self._lock.release()
+        task.cancelled() or task.exception()  # retrieved even when nobody awaits it
 
     async def _exchange(self, body: bytes, meta: dict):
         head = json.dumps(meta).encode()
-        async with self._lock:
-            for attempt in (1, 2):  # a worker that died earlier (killed, out of memory) gets one fresh successor
-                proc = await self._running()
-                try:
-                    proc.stdin.write(struct.pack("!II", len(head), len(body)) + head)
-                    proc.stdin.write(body)
-                    await proc.stdin.drain()
-                    async with asyncio.timeout(self.timeout):
-                        (n,) = struct.unpack("!I", await proc.stdout.readexactly(4))
-                        reply = await proc.stdout.readexactly(n)
-                    break
-                except (asyncio.IncompleteReadError, ConnectionError) as e:
-                    self.close()
-                    if attempt == 2:  # twice in a row: this body is what kills it
-                        raise WorkerError(f"the body worker died on this request ({type(e).__name__})") from None
-                except TimeoutError:
-                    self.close()
-                    raise WorkerError(f"the body worker took over {self.timeout:g}s on this request") from None
-            out = json.loads(reply)
-            if "crash" in out:
-                raise WorkerError(f"the body worker raised on this request: {out['crash']}")
-            return out["result"]
+        for attempt in (1, 2):  # a worker that died earlier (killed, out of memory) gets one fresh successor
+            proc = await self._running()
+            try:
+                proc.stdin.write(struct.pack("!II", len(head), len(body)) + head)
+                proc.stdin.write(body)
+                await proc.stdin.drain()
+                async with asyncio.timeout(self.timeout):
+                    (n,) = struct.unpack("!I", await proc.stdout.readexactly(4))
+                    reply = await proc.stdout.readexactly(n)
+                break
+            except (asyncio.IncompleteReadError, ConnectionError) as e:
+                self.close()
+                if attempt == 2:  # twice in a row: this body is what kills it
+                    raise WorkerError(f"the body worker died on this request ({type(e).__name__})") from None
+            except TimeoutError:
+                self.close()
+                raise WorkerError(f"the body worker took over {self.timeout:g}s on this request") from None
+        out = json.loads(reply)
+        if "crash" in out:
+            raise WorkerError(f"the body worker raised on this request: {out['crash']}")
+        return out["result"]
 
     async def _running(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:

@@ -14,7 +14,7 @@ import pytest
 
 from chaos.reference.launcher import start_server
 
-from .http_util import conn, post, request
+from .http_util import conn, metric, post, request
 
 M = "chaos-reference"
 TIMEOUT_S = 2  # --header-timeout and --body-timeout of this module's replica
@@ -98,6 +98,28 @@ def test_headers_sent_one_byte_a_second_get_408_and_the_connection_closes(replic
     assert request(replica.base_url, "GET", "/health")[0] == 200
 
 
+def test_a_trickled_second_request_on_a_kept_alive_connection_gets_408_too(replica):
+    body = json.dumps({"model": M, "prompt": "ka", "max_tokens": 2}).encode()
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    s = raw_socket(replica.base_url)
+    stop = threading.Event()
+    t = threading.Thread(target=trickle, args=(s, head, 1.0, stop))
+    try:
+        s.sendall(head + body)
+        first = read_response(s)
+        assert first.startswith(b"HTTP/1.1 200"), first[:200]
+        t.start()  # the same connection, now a slowloris: the first response must not excuse it
+        answer = read_all(s, limit_s=TIMEOUT_S + 20)
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join(5)
+        s.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"--header-timeout" in answer
+
+
 def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(replica):
     s = raw_socket(replica.base_url)
     try:
@@ -107,8 +129,14 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(repl
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
+def engine_counts(base_url) -> tuple[float, float]:
+    """Prompt tokens the engine computed, and requests it finished."""
+    return metric(base_url, "vllm:prompt_tokens_total"), metric(base_url, "vllm:e2e_request_latency_seconds_count")
+
+
 def test_a_trickled_body_gets_408_and_never_reaches_the_engine(replica):
     body = json.dumps({"model": M, "prompt": "trickle", "max_tokens": 2}).encode()
+    before = engine_counts(replica.base_url)  # nothing else uses this module's replica meanwhile
     s = raw_socket(replica.base_url)
     stop = threading.Event()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -123,6 +151,9 @@ def test_a_trickled_body_gets_408_and_never_reaches_the_engine(replica):
         s.close()
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"--body-timeout" in answer
+    assert engine_counts(replica.base_url) == before
+    ok = post(replica.base_url, "/v1/completions", {"model": M, "prompt": "counted", "max_tokens": 2})
+    assert ok[0] == 200 and engine_counts(replica.base_url) != before  # the counts do see a request
 
 
 def test_an_idle_kept_alive_connection_is_not_cut_by_the_header_timeout(replica):
