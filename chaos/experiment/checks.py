@@ -5,25 +5,14 @@ Each returns problems (file:line:col lines); none raises.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlparse
 
-from ..common import parse_duration
+from ..common import is_loopback, parse_duration
 from ..load.shapes import SHAPES
 from . import schema as S
 from .loader import Located, Path
 from .validation import preview
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # another name: it may resolve anywhere
 
 
 def looks_like_a_key(name: str) -> bool:
@@ -91,6 +80,13 @@ def target_checks(doc: Located, base: Path) -> list[str]:
             problems.append(doc.problem(base + ("base_url",), "base_url must not carry credentials "
                                                               "(user:password@); name the key's environment "
                                                               "variable with api_key_env"))
+        elif "?" in d["base_url"] or "#" in d["base_url"]:
+            # A query (?key=...) would be kept in the instance's url, which journals and reports show, and
+            # sent on health checks but not by the load: the key belongs in api_key_env.
+            problems.append(doc.problem(base + ("base_url",), "base_url must not carry a query (?...) or "
+                                                              "fragment (#...); write e.g. "
+                                                              "https://api.example.com/v1 and name the key's "
+                                                              "environment variable with api_key_env"))
         elif not u.hostname:
             problems.append(doc.problem(base + ("base_url",), "base_url has no host; write e.g. "
                                                               "https://api.example.com/v1"))
@@ -166,11 +162,19 @@ def run_would_build(doc: Located, target) -> list[str]:
         from ..run.loadspec import load_config
 
         cfg = load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
-        # The sizes the workloads can hit (a case's own text and template set a floor), counted as the run will:
-        # exactly for the reference server's byte tokenizer, estimated for others. Replay logs are read at run.
+        # The sizes the workloads can hit (a case's own text and template set a floor), counted as the run may:
+        # the run counts exactly for any server that says it is llm-chaos's (a process or openai target may be
+        # running `chaos reference serve`), estimated for others, so any other kind must meet both floors. The
+        # exact floor is the larger, so it is tried first. Replay logs are read at run.
         generated = [(spec, w) for spec, w in cfg.workload if spec.name != "replay"]
-        if generated:
-            Workload(generated, tokenizer="byte" if target.kind == "reference" else "estimate")
+        for tokenizer in (("byte",) if target.kind == "reference" else ("byte", "estimate")) if generated else ():
+            try:
+                Workload(generated, tokenizer=tokenizer)
+            except ValueError as e:
+                if tokenizer == "byte" and target.kind != "reference" and "input_tokens" in str(e):
+                    raise ValueError(f"{e} (a {target.kind} target may serve llm-chaos's reference server, "
+                                     f"which the run counts exactly)") from None
+                raise
     except (ValueError, TypeError, RuntimeError) as e:
         problems.append(doc.problem(("load",), f"the run would refuse this load: {e}"))
     gw = target.settings.get("gateway")

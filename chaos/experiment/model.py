@@ -110,8 +110,8 @@ def _scrubbed(variables: Variables):
         raise ExperimentError(variables.masker()(e.problems)) from None
 
 
-def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
-    """Substitute and validate a target file; returns its variables and public form."""
+def _target_doc(doc: Located, variables: Variables) -> object:
+    """Substitute and validate a target file; returns its public form."""
     own = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
     tvars = variables.with_defaults(own)
     problems = key_env_reference(doc, ())
@@ -123,7 +123,7 @@ def _target_doc(doc: Located, variables: Variables) -> tuple[Variables, object]:
     problems = problems or target_checks(doc, ())
     if problems:
         raise ExperimentError(problems)
-    return tvars, public
+    return public
 
 
 def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, dict]:
@@ -132,7 +132,7 @@ def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, 
         raise _not_a_target(doc.file)
     variables = Variables({}, cli_vars)
     with _scrubbed(variables):
-        _, public = _target_doc(doc, variables)
+        public = _target_doc(doc, variables)
     return _target_spec(doc.data, doc.file, public), doc.data
 
 
@@ -174,7 +174,7 @@ def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
                                                       "is written into the run directory's path")])
 
     # The target: a file (validated against the target schema, with its own positions) or inline.
-    tref, tvars = d["target"], variables
+    tref = d["target"]
     if isinstance(tref, str):
         found = locate_target(tref, path)
         if found is None:
@@ -183,7 +183,7 @@ def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
         tdoc = read_file(found, role="a target")
         if not _is_target(tdoc.data):
             raise _not_a_target(found)
-        tvars, target_public = _target_doc(tdoc, variables)
+        target_public = _target_doc(tdoc, variables)
         target = _target_spec(tdoc.data, found, target_public)
     else:
         tprobs = validate(doc, S.TARGET_FILE, base=("target",), mask=variables.masker())

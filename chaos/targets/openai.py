@@ -2,8 +2,9 @@
 
 The key stays in the environment: only the variable's name is kept, and its value is read each time a request
 is made (here for health checks; the load reads it per request the same way), so it is in no file, journal or
-report. The experiment model has already refused credentials inside base_url and a non-loopback host without
-allow_remote: true.
+report. The experiment model has already refused credentials, a query or a fragment inside base_url and a
+non-loopback host without allow_remote: true; the url kept here is rebuilt from scheme, host, port and path
+all the same, so nothing else of base_url can reach a journal or a request.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ class OpenAITarget(Target):
         s = spec.settings
         self.model = s["model"]
         self.api_key_env = s.get("api_key_env")
-        base = s["base_url"].rstrip("/")
-        u = urlparse(base)
+        u = urlparse(s["base_url"])
         port = u.port or (443 if u.scheme == "https" else 80)
         # The id is what journals and reports show: host and port only, never anything from userinfo.
         host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname
+        base = f"{u.scheme}://{host}{f':{u.port}' if u.port else ''}{u.path}".rstrip("/")
         self.instances.append(Instance(0, f"{host}:{port}", base, port))
 
     def _headers(self) -> dict:

@@ -2,14 +2,16 @@
 
 import glob
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from chaos.experiment.loader import ExperimentError
-from chaos.experiment.model import load_experiment
+from chaos.experiment.loader import ExperimentError, parse_yaml
+from chaos.experiment.model import load_experiment, load_target
+from chaos.experiment.validation import validate
 
 GOOD = """\
 name: t
@@ -36,6 +38,25 @@ def problems(tmp_path, text, **kw):
 def test_shipped_experiments_are_valid(path):
     exp = load_experiment(path)
     assert exp.faults and exp.verify
+
+
+@pytest.mark.parametrize("experiment", ["experiments/kill-instance.yaml", "experiments/all-primaries-down.yaml"])
+def test_the_shipped_targets_take_their_preset_from_a_var_not_the_environment(experiment, monkeypatch):
+    monkeypatch.setenv("PRESET", "tiny")
+    target = load_experiment(experiment).target
+    assert target.source.startswith(os.path.abspath("targets")) and target.settings["preset"] == "small"
+    assert load_experiment(experiment, {"PRESET": "tiny"}).target.settings["preset"] == "tiny"
+    spec, _ = load_target(target.source, {"PRESET": "tiny"})  # chaos validate / targets up on the file itself
+    assert spec.settings["preset"] == "tiny" and load_target(target.source)[0].settings["preset"] == "small"
+
+
+def test_the_validator_cache_never_serves_another_schema():
+    """Temporary schemas: a freed one's id may be reused by the next; each must be checked against itself."""
+    doc = parse_yaml("x: 5\n", "t.yaml")
+    for limit in range(40):
+        schema = {"type": "object", "properties": {"x": {"type": "integer", "maximum": limit}}}
+        assert bool(validate(doc, schema)) == (limit < 5), limit
+        del schema  # freed before the next is made: CPython hands its address (its id) on
 
 
 def test_good_file_parses_durations_and_target(tmp_path):
@@ -117,6 +138,8 @@ def test_variables_from_file_env_and_cli(tmp_path, monkeypatch):
     assert load_experiment(write(tmp_path, text)).load["users"] == 4
     exp = load_experiment(write(tmp_path, text), {"U": "5", "D": "20s"})
     assert exp.load["users"] == 5 and exp.load_duration == 20
+    monkeypatch.setenv("D", "30s")  # declared in place only: its default or a --var, never the environment
+    assert load_experiment(write(tmp_path, text)).load_duration == 12
     (p,) = problems(tmp_path, GOOD.replace("users: 2", "users: '${NOPE}'"))
     assert "${NOPE} is not declared: declare it under vars:" in p and "--var NOPE=VALUE" in p
 

@@ -6,8 +6,10 @@ never a traceback.
 
 import contextlib
 import io
+import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -122,8 +124,28 @@ def test_unbuildable_scalars_are_refused_with_a_line(tmp_path):
 
 def test_a_device_or_fifo_is_not_read(tmp_path):
     with pytest.raises(ExperimentError) as e:
-        L.read_file("/dev/zero")
+        L.read_file("/dev/zero")  # endless: reading it would not stop at a limit that counts lines
     assert "not a regular file" in e.value.problems[0]
+    fifo = tmp_path / "exp.yaml"
+    os.mkfifo(fifo)  # opening it to read blocks until a writer comes: the refusal must come first
+    outcome = []
+    reader = threading.Thread(target=lambda: outcome.append(_refusal(str(fifo))), daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # blocked in open(): let it go (a writer that closes at once gives EOF)
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert outcome and "not a regular file" in outcome[0], outcome
+    for args in (["validate", str(fifo)], ["run", str(fifo), "--dry-run"]):
+        r = chaos(*args, timeout=60)  # a hang is a TimeoutExpired, not a stuck test
+        assert r.returncode == 2 and "not a regular file" in r.stderr, r.stderr
+
+
+def _refusal(path) -> str:
+    try:
+        L.read_file(path)
+    except ExperimentError as e:
+        return e.problems[0]
+    return "read"
 
 
 def test_merge_keys_are_supported_with_positions_inside_merged_mappings(tmp_path):

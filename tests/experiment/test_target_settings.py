@@ -1,5 +1,7 @@
 """Target settings that keep a run on loopback (allow_remote) and let the load fix output lengths (ignore_eos)."""
 
+import json
+import re
 import subprocess
 import sys
 
@@ -94,3 +96,60 @@ def test_max_model_len_beyond_the_preset_is_refused(tmp_path):
 def test_malformed_targets_are_one_line_each(tmp_path, target, needle):
     msg = refused(exp_with(tmp_path, target))
     assert msg.startswith(f"{tmp_path / 'e.yaml'}:2:") and needle in msg
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1?key=hunter2", "http://127.0.0.1:8000/v1#hunter2",
+                                 "http://127.0.0.1:8000/v1?", "http://127.0.0.1:8000/v1/?api-version=2&k=hunter2"])
+def test_a_query_or_fragment_in_base_url_is_refused(tmp_path, url):
+    """Instance.url (journal, report, health checks) would keep it, and the load would not send it."""
+    msg = refused(exp_with(tmp_path, "{kind: openai, base_url: '%s', model: m}" % url))
+    assert msg.startswith(f"{tmp_path / 'e.yaml'}:2:") and "target.base_url: base_url must not carry a query" in msg
+    assert "hunter2" not in msg
+    t = tmp_path / "t.yaml"
+    t.write_text(f"kind: openai\nmodel: m\nbase_url: '{url}'\n")
+    r = subprocess.run([sys.executable, "-m", "chaos", "validate", str(t)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and f"{t}:3:" in r.stderr and "must not carry a query" in r.stderr
+
+
+@pytest.mark.parametrize("url,kept", [
+    ("http://u:pw@127.0.0.1:8000/v1/?key=hunter2#frag", "http://127.0.0.1:8000/v1"),
+    ("http://[::1]:8000/v1", "http://[::1]:8000/v1"),
+    ("https://api.example.com/api/v3/", "https://api.example.com/api/v3"),
+])
+def test_the_openai_target_keeps_only_scheme_host_port_and_path(tmp_path, url, kept):
+    """Whatever reaches it (the model refuses the rest first): nothing else of base_url gets into a journal."""
+    from chaos.experiment.model import TargetSpec
+    from chaos.targets import make_target
+
+    target = make_target(TargetSpec("openai", "t", {"base_url": url, "model": "m"}, "x"), str(tmp_path))
+    assert target.instances[0].url == kept and "hunter2" not in str(target.describe())
+
+
+TARGETS = {"process": '{kind: process, command: ["%s", "-m", "chaos", "reference", "serve", "--preset", "tiny", '
+                      '"--port", "{port}"], model: chaos-reference}' % sys.executable,
+           "openai": '{kind: openai, base_url: "http://127.0.0.1:9/v1", model: chaos-reference}'}
+FLOOR = """\
+name: floor
+target: TARGET
+load: {workload: chat, users: 2, duration: 3s, input_tokens: INPUT, output_tokens: 4,
+       timeouts: {connect: 2s, first_token: 20s, total: 30s}}
+"""
+
+
+def test_input_tokens_below_the_exact_floor_are_refused_for_any_target_that_may_be_llm_chaos(tmp_path):
+    """The run counts exactly for any server that says it is llm-chaos's, a process target running `chaos
+    reference serve` among them: validate asks for that floor, and the run accepts what validate accepted."""
+    p = tmp_path / "e.yaml"
+    for target in TARGETS.values():
+        p.write_text(FLOOR.replace("TARGET", target).replace("INPUT", "10"))
+        msg = refused(str(p))
+        assert "load: the run would refuse this load: input_tokens 10 is below" in msg and "exactly" in msg, msg
+    floor = int(re.search(r"ask for at least (\d+)", msg).group(1))
+    p.write_text(FLOOR.replace("TARGET", TARGETS["process"]).replace("INPUT", str(floor)))
+    assert load_experiment(str(p)).load["input_tokens"] == floor
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "chaos", "run", str(p), "--out", str(run_dir), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]  # a verdict, not a refused load
+    assert json.load(open(run_dir / "report.json"))["requests"] > 0
