@@ -46,6 +46,18 @@ def _error_responses(*statuses: int) -> dict:
     return out
 
 
+def _nullable(schema: dict) -> dict:
+    """The schema, with null allowed: the server reads null as absent in every optional field."""
+    if "oneOf" in schema:
+        return {**schema, "oneOf": [*schema["oneOf"], {"type": "null"}]}
+    out = dict(schema)
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    out["type"] = [*types, "null"] if "null" not in types else types
+    if "const" in out:
+        out["enum"] = [out.pop("const"), None]
+    return out
+
+
 def _sampling(max_model_len: int | None) -> dict:
     max_tokens = {"type": "integer", "minimum": 1, "description": "Tokens to generate; prompt + max_tokens must fit "
                                                                    "the context (else context_length_exceeded)"}
@@ -55,8 +67,7 @@ def _sampling(max_model_len: int | None) -> dict:
     if max_model_len:
         stop_item["maxLength"] = max_model_len
     number = {"type": "number"}
-    return {
-        "model": {"type": "string", "minLength": 1, "description": "The served model's id (GET /v1/models)"},
+    optional = {
         "max_tokens": max_tokens,
         "temperature": {**number, "minimum": TEMPERATURE[0], "maximum": TEMPERATURE[1], "default": 1.0,
                         "description": "0 is greedy"},
@@ -66,7 +77,7 @@ def _sampling(max_model_len: int | None) -> dict:
                  "description": "Seeds this request's own generator: its samples do not depend on the batch"},
         "stop": {"oneOf": [stop_item, {"type": "array", "items": stop_item, "maxItems": MAX_STOP}]},
         "stream": {"type": "boolean", "default": False},
-        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": ["boolean", "null"]}}},
         "ignore_eos": {"type": "boolean", "default": False, "description": "vLLM's: generate exactly max_tokens"},
         "presence_penalty": {**number, "minimum": PENALTY[0], "maximum": PENALTY[1],
                              "description": "accepted, ignored"},
@@ -74,8 +85,10 @@ def _sampling(max_model_len: int | None) -> dict:
                               "description": "accepted, ignored"},
         "n": {"type": "integer", "minimum": 1, "maximum": 1},
         "logit_bias": {"type": "object", "maxProperties": 0, "description": "not implemented: only {}"},
-        "user": {"type": "string"},
+        "user": {"type": "string", "description": "accepted, ignored"},
     }
+    model = {"type": "string", "minLength": 1, "description": "The served model's id (GET /v1/models)"}
+    return {"model": model, **{name: _nullable(schema) for name, schema in optional.items()}}
 
 
 def _requests(max_model_len: int | None) -> dict:
@@ -87,22 +100,25 @@ def _requests(max_model_len: int | None) -> dict:
                                        {"type": "array", "items": token_ids, "minItems": 1, "maxItems": 1}],
                              "description": "Text (one token per UTF-8 byte, plus BOS) or token ids; no lone "
                                             "surrogates"},
-                  "best_of": {"type": "integer", "minimum": 1, "maximum": 1},
-                  "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 0,
-                               "description": "not implemented: only 0"},
-                  "echo": {"type": "boolean", "const": False}, "suffix": {"type": ["string", "null"], "maxLength": 0}}
+                  "best_of": _nullable({"type": "integer", "minimum": 1, "maximum": 1}),
+                  "logprobs": _nullable({"type": "integer", "minimum": 0, "maximum": 0,
+                                         "description": "not implemented: only 0"}),
+                  "echo": _nullable({"type": "boolean", "const": False}),
+                  "suffix": _nullable({"type": "string", "maxLength": 0})}
     part = {"type": "object", "required": ["type", "text"],
             "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
-    message = {"type": "object", "required": ["role"],
-               "properties": {"role": {"enum": list(CHAT_ROLES)},
-                              "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": part},
-                                                    {"type": "null"}]}}}
+    content = [{"type": "string"}, {"type": "array", "items": part}]
+    message = {"oneOf": [
+        {"type": "object", "required": ["role", "content"],
+         "properties": {"role": {"enum": [r for r in CHAT_ROLES if r != "assistant"]}, "content": {"oneOf": content}}},
+        {"type": "object", "required": ["role"], "description": "an assistant's content may be null or absent",
+         "properties": {"role": {"const": "assistant"}, "content": {"oneOf": [*content, {"type": "null"}]}}}]}
     chat = {**_sampling(max_model_len),
             "messages": {"type": "array", "items": message, "minItems": 1,
                          "description": "At least one message with content; rendered with ChatML"},
             "max_completion_tokens": _sampling(max_model_len)["max_tokens"],
-            "logprobs": {"type": "boolean", "const": False, "description": "not implemented"},
-            "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 0}}
+            "logprobs": _nullable({"type": "boolean", "const": False, "description": "not implemented"}),
+            "top_logprobs": _nullable({"type": "integer", "minimum": 0, "maximum": 0})}
     extra = (f"Unknown fields are ignored. Bodies are UTF-8 JSON (no NaN/Infinity), at most {MAX_JSON_DEPTH} levels "
              f"deep.")
     return {

@@ -4,6 +4,7 @@ the ones the server enforces (probed on a real replica, so the document cannot d
 import pytest
 
 from chaos.reference.openapi import gateway_spec, server_spec
+from chaos.reference.protocol import CHAT_ROLES
 
 from .http_util import post, request
 
@@ -111,3 +112,45 @@ def test_the_documented_ranges_are_the_enforced_ones(server, live_spec, path, sc
     assert post(server.base_url, path, {**base, "logit_bias": {}})[0] == 200
     assert post(server.base_url, path, {**base, "logit_bias": {"65": 1}})[0] == 400
 
+
+
+PROBES = (None, True, 1, 1.5, "s", [], {})  # one value of each JSON type
+
+
+def schema_accepts(live_spec, schema_name: str):
+    jsonschema = pytest.importorskip("jsonschema")
+    return jsonschema.Draft202012Validator(live_spec["components"]["schemas"][schema_name]).is_valid
+
+
+@pytest.mark.parametrize("path,schema_name,base", [
+    ("/v1/completions", "CompletionRequest", {"model": M, "prompt": "hi", "max_tokens": 2}),
+    ("/v1/chat/completions", "ChatCompletionRequest",
+     {"model": M, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+])
+def test_the_documented_types_and_nulls_are_the_accepted_ones(server, live_spec, path, schema_name, base):
+    """Every field given each JSON type in turn: the server takes it exactly when the document does (a null the
+    server reads as absent but the document forbids, or a type it ignores but the document narrows, fails)."""
+    valid = schema_accepts(live_spec, schema_name)
+    drift = []
+    for name in live_spec["components"]["schemas"][schema_name]["properties"]:
+        if name == "model":
+            continue  # any other string is an unknown model (404), which no schema can say
+        for value in PROBES:
+            body = {**base, name: value}
+            status = post(server.base_url, path, body)[0]
+            if (status == 200) != valid(body):
+                drift.append(f"{name}={value!r}: server {status}, document {'accepts' if valid(body) else 'refuses'}")
+    assert not drift, drift
+
+
+def test_a_messages_content_is_required_and_nullable_exactly_where_documented(server, live_spec):
+    valid = schema_accepts(live_spec, "ChatCompletionRequest")
+    drift = []
+    for role in CHAT_ROLES:
+        for content in ("absent", None, "", "x", [], [{"type": "text", "text": "x"}], 5):
+            probe = {"role": role} if content == "absent" else {"role": role, "content": content}
+            body = {"model": M, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}, probe]}
+            status = post(server.base_url, "/v1/chat/completions", body)[0]
+            if (status == 200) != valid(body):
+                drift.append(f"{probe}: server {status}, document {'accepts' if valid(body) else 'refuses'}")
+    assert not drift, drift
