@@ -17,33 +17,24 @@ import json
 
 from aiohttp import web
 
+from ..serving import BodyTooLarge, read_bounded
 from .errors import GatewayError
 
 
-def _too_large(size: int | None, limit: int) -> GatewayError:
-    got = f"{size} bytes" if size is not None else "more than that"
-    return GatewayError(413, f"request body too large ({got}; limit {limit} bytes): send a smaller request",
-                        "request_too_large")
-
-
-async def read_body(request: web.Request, limit: int) -> bytearray:
-    """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length)."""
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length); read as
+    the replica reads its own (serving.read_bounded), so a 413 says the same from either."""
     content_type = request.headers.get("Content-Type", "")
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise GatewayError(400, f"Content-Type must be application/json, not {content_type[:60] or 'missing'!r}",
                            "invalid_content_type")
-    size = request.content_length
-    if size is not None and size > limit:
-        raise _too_large(size, limit)
-    raw = bytearray()
-    while chunk := await request.content.readany():
-        if len(raw) + len(chunk) > limit:
-            raise _too_large(None, limit)
-        raw += chunk
-    return raw
+    try:
+        return await read_bounded(request, limit)
+    except BodyTooLarge as e:
+        raise GatewayError(413, f"{e} Send a smaller request.", "request_too_large") from None
 
 
-def parse_envelope(raw: bytearray, inspect_max: int) -> dict | None:
+def parse_envelope(raw: bytes, inspect_max: int) -> dict | None:
     """The body as a dict, None when it is too big to inspect here; GatewayError (400) when it is no JSON
     object. The messages and codes are the replica's own, so a client sees the same answer either way."""
     if len(raw) > inspect_max:
