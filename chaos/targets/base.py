@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from ..common import same_process, signal_group, stop_group  # noqa: F401  (re-used by targets)
+from ..common import signal_group, stop_group
 
 
 class TargetError(RuntimeError):
@@ -105,7 +105,7 @@ class Target:
 
     def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:  # checked at least once: a later instance of a restart may have only moments left
             if should_stop():
                 raise TargetError("interrupted while waiting for the target")
             if inst.proc is not None and inst.proc.poll() is not None:
@@ -114,14 +114,18 @@ class Target:
             if self.healthy(inst):
                 inst.state, inst.up_since = "up", time.time()
                 return
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.1)
-        raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within {timeout:.0f}s"
+        raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within "
+                          f"{self.spec.startup_timeout:.0f}s"
                           f"{self._log_tail(inst)}; raise startup_timeout in the target file if it is just slow")
 
     @staticmethod
     def _log_tail(inst: Instance) -> str:
         if inst.log_path and os.path.exists(inst.log_path):
-            tail = open(inst.log_path, errors="replace").read()[-400:].strip()
+            with open(inst.log_path, errors="replace") as f:
+                tail = f.read()[-400:].strip()
             if tail:
                 return f"; its last output: {tail}"
         return ""
@@ -153,18 +157,25 @@ class Target:
 
     def restart_instances(self, insts: list[Instance], should_stop=lambda: False) -> None:
         """Start them all, then wait for each: they come up concurrently, so restarting two costs one start-up,
-        not two in a row. Waits for every one even when one fails; raises TargetError naming each failure."""
+        not two in a row. The health wait is startup_timeout for all of them together, from their start. Waits
+        for every one even when one fails; raises TargetError naming each failure.
+
+        should_stop is asked again after the stop (which may take its grace, or a container's stop timeout):
+        a run tearing down meanwhile must not get fresh processes that outlive it."""
         for inst in insts:
             self.stop_instance(inst, grace=2.0)
         for inst in insts:
+            if should_stop():
+                raise TargetError(f"interrupted before {inst.id} was restarted")
             self.start_instance(inst)
         self.wait_all_healthy(insts, should_stop)
 
     def wait_all_healthy(self, insts: list[Instance], should_stop=lambda: False) -> None:
         errors = []
-        for inst in insts:  # all were started before the first wait, so the later waits are short
+        deadline = time.monotonic() + self.spec.startup_timeout
+        for inst in insts:  # all were started before the first wait: one deadline for all of them
             try:
-                self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
+                self.wait_healthy(inst, deadline - time.monotonic(), should_stop)
             except TargetError as e:
                 if should_stop():
                     raise

@@ -89,7 +89,7 @@ class DockerTarget(Target):
 
     def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:  # checked at least once (see Target.wait_healthy)
             if should_stop():
                 raise TargetError("interrupted while waiting for the target")
             c = self._container(inst)
@@ -99,11 +99,13 @@ class DockerTarget(Target):
             if self.healthy(inst):
                 inst.state, inst.up_since = "up", time.time()
                 return
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.2)
             if c is not None:
                 c.reload()
         raise TargetError(f"container {inst.id} did not become healthy at {self.health_url(inst)} within "
-                          f"{timeout:.0f}s")
+                          f"{self.spec.startup_timeout:.0f}s")
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:

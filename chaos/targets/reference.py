@@ -8,7 +8,7 @@ import os
 import secrets
 import sys
 
-from ..common import parse_duration, parse_percent
+from ..common import FAULT_TOKEN_ENV, parse_duration, parse_percent
 from .base import Instance, Target, TargetError, free_port, spawn
 
 
@@ -43,10 +43,6 @@ def gateway_settings(g: dict) -> dict:
     if "open" in b:
         out["breaker_open_s"] = parse_duration(b["open"])
     return out
-
-
-FAULT_TOKEN_ENV = "CHAOS_FAULT_TOKEN"  # the replica reads it; /admin/faults then wants x-chaos-fault-token
-FAULT_TOKEN_HEADER = "x-chaos-fault-token"
 
 
 class ReferenceTarget(Target):
