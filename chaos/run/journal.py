@@ -11,7 +11,6 @@ import time
 class Journal:
     def __init__(self, path: str, scrub=None):
         self.path = path
-        self.t0 = time.time()
         self._f = open(path, "a", buffering=1)
         self._lock = threading.Lock()  # restarts journal from their own thread: one whole line at a time
         self._scrub = scrub or (lambda rec: rec)  # secrets out before anything reaches the disk

@@ -23,12 +23,12 @@ def run_id_for(run_dir: str) -> str:
     return os.path.abspath(run_dir)
 
 
-def marked(run_id: str, exclude: set[int] | None = None) -> list[psutil.Process]:
+def marked(run_id: str) -> list[psutil.Process]:
     """Live processes of this user whose environment carries run_id (zombies are dead already)."""
-    out, uid, skip = [], os.getuid(), {os.getpid(), *(exclude or ())}
+    out, uid, me = [], os.getuid(), os.getpid()
     for p in psutil.process_iter(["pid", "uids", "status"]):
         try:
-            if p.pid in skip or p.info["uids"] is None or p.info["uids"].real != uid:
+            if p.pid == me or p.info["uids"] is None or p.info["uids"].real != uid:
                 continue
             if p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue

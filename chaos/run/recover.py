@@ -68,7 +68,10 @@ def journaled_processes(events: list[dict]) -> dict[tuple, dict]:
     procs: dict[tuple, dict] = {}
     for inst in _instances(events):
         if inst.get("pid"):
-            procs[(inst["pid"], inst.get("create_time"))] = {"what": f"instance {inst['id']}", **inst}
+            # Merged: a later target_started or fault_reverted names the same process without the pgid that
+            # its process_started journaled.
+            known = procs.setdefault((inst["pid"], inst.get("create_time")), {"what": f"instance {inst['id']}"})
+            known.update({k: v for k, v in inst.items() if v is not None})
     for e in events:
         if e["event"] == "load_started":
             for p in e.get("processes") or []:

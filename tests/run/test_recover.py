@@ -13,6 +13,7 @@ import pytest
 
 from chaos.run.journal import Journal, read_journal
 from chaos.run.procs import group_is_ours
+from chaos.run.recover import journaled_processes
 
 from .conftest import leftovers, start_run, wait_journal, writers
 
@@ -36,6 +37,12 @@ def events(run_dir, name):
     return [e for e in read_journal(path) if e["event"] == name] if os.path.exists(path) else []
 
 
+def restarted(run_dir, iid):
+    """The instance iid as journaled by a restart's process_started, once there is one."""
+    return next((e["instance"] for e in events(run_dir, "process_started")
+                 if e.get("restart") and e["instance"]["id"] == iid), None)
+
+
 def sigkill_and_recover(proc, run_dir):
     proc.kill()
     proc.wait(10)
@@ -46,24 +53,28 @@ def sigkill_and_recover(proc, run_dir):
     return r
 
 
-# Moments while replicas start: their processes exist, no health wait has passed yet.
-@pytest.mark.parametrize("after_s", [0.5, 1.5])
+# Moments while replicas start: both processes exist (journaled as spawned), no health wait has passed yet.
+@pytest.mark.parametrize("after_s", [0.0, 1.0])
 def test_sigkill_while_replicas_start(lifecycle_file, tmp_path, after_s):
     run_dir = tmp_path / "run"
     proc = start_run(lifecycle_file, run_dir)
-    # Timed from run_started, not from the process start: on a loaded box Python's own start-up varies.
-    assert wait_journal(run_dir, "run_started", 1)
+    assert wait_journal(run_dir, "process_started", 2), "the replicas were never spawned"
     time.sleep(after_s)
-    starting = writers(run_dir, "replica-r0.log") and not events(run_dir, "target_started")
+    starting = not events(run_dir, "target_started")
     r = sigkill_and_recover(proc, run_dir)
-    if starting:  # the case of the issue: replicas running, none journaled yet by the old runner
-        assert "stopped instance r0" in r.stdout and "stopped instance r1" in r.stdout, r.stdout
+    if not starting:
+        pytest.skip(f"the replicas were healthy within {after_s:g}s of their spawn on this machine: the moment "
+                    f"this test is for (spawned, not yet started) was missed")
+    # The case of the issue: replicas running, none journaled yet by the old runner.
+    assert "stopped instance r0" in r.stdout and "stopped instance r1" in r.stdout, r.stdout
 
 
 def test_sigkill_right_after_the_first_spawn(lifecycle_file, tmp_path):
     run_dir = tmp_path / "run"
     proc = start_run(lifecycle_file, run_dir)
-    assert wait_until(lambda: writers(run_dir, "replica-r0.log"))
+    # The journal's line, not the log fd (visible from the fork, before the exec and the line): killed in
+    # between, recover would find r0 by the run's mark only.
+    assert wait_until(lambda: events(run_dir, "process_started"))
     assert not events(run_dir, "target_started")  # still in the health wait (a tiny replica needs seconds)
     r = sigkill_and_recover(proc, run_dir)
     assert "stopped instance r0" in r.stdout, r.stdout
@@ -73,14 +84,18 @@ def test_sigkill_during_a_fault_restart(lifecycle_file, tmp_path):
     run_dir = tmp_path / "run"
     proc = start_run(lifecycle_file, run_dir)
     assert wait_journal(run_dir, "fault_applied", 3, timeout=90)  # r1 killed; restarted 2 s later
-    first = set(p["pid"] for e in events(run_dir, "target_started") for p in e["instances"])
-    again = lambda: [p for p in writers(run_dir, "replica-r1.log") if p not in first]
-    assert wait_until(again, timeout=60), "the kill fault's restart never began"
-    new_pid = again()[0]
-    assert not events(run_dir, "fault_reverted") or len(events(run_dir, "fault_reverted")) < 3
+    # The restarted r1 as the runner journaled it (after its exec, before its health wait): a SIGKILL from here
+    # on must leave recover the journal's "instance r1", not only the run's mark.
+    assert wait_until(lambda: restarted(run_dir, "r1"), timeout=60), "the kill fault's restart never began"
+    new_pid = restarted(run_dir, "r1")["pid"]
+    done = next((e for e in events(run_dir, "fault_reverted") if e["fault"] == "kill_instance#2"), None)
     r = sigkill_and_recover(proc, run_dir)
     assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == psutil.STATUS_ZOMBIE
     assert "stopped instance r1" in r.stdout, r.stdout
+    assert not (done and done.get("error")), done  # a failed restart would be the run's bug, not a missed moment
+    if done:
+        pytest.skip("the restart was over before the SIGKILL (this machine was slow to look): the moment this "
+                    "test is for was missed")
 
 
 DOUBLE_FORK = """\
@@ -134,3 +149,14 @@ def test_a_recycled_pid_is_never_touched(tmp_path):
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait(5)
+
+
+def test_the_journaled_pgid_survives_later_mentions():
+    """process_started journals the pgid; target_started and fault_reverted name the same process without it:
+    recover must still see the pgid (it used to be overwritten by the later mention)."""
+    inst = {"id": "r0", "pid": 4242, "create_time": 1.5}
+    evs = [{"event": "process_started", "instance": {**inst, "pgid": 4240}, "restart": False},
+           {"event": "target_started", "instances": [{**inst, "url": "http://127.0.0.1:1"}]},
+           {"event": "fault_reverted", "instances": [{**inst, "container": None}]}]
+    info = journaled_processes(evs)[(4242, 1.5)]
+    assert info["pgid"] == 4240 and info["what"] == "instance r0" and info["url"] == "http://127.0.0.1:1"
