@@ -5,13 +5,14 @@ import json
 import os
 from urllib.parse import urlparse
 
-FAULT_HEADER = "x-chaos-fault-token"
+from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER as FAULT_HEADER
 
 
 def fault_headers(token: str | None = None) -> dict:
-    """The header the fault routes need: this token, or the session's CHAOS_FAULT_TOKEN (conftest.py sets it, so
-    every server start_server launches with --enable-fault-hooks takes it)."""
-    token = token or os.environ.get("CHAOS_FAULT_TOKEN")
+    """The header the fault routes need: this token, or the one in the environment, which is where
+    start_server takes a replica's from. Under tests/reference, conftest.py's fault_token fixture puts one
+    there for the package's tests; elsewhere there is none unless the caller set it."""
+    token = token or os.environ.get(FAULT_TOKEN_ENV)
     return {FAULT_HEADER: token} if token else {}
 
 

@@ -40,12 +40,12 @@ def test_every_fault_route_needs_the_token(server, method, path, body):
     assert request(server.base_url, "GET", "/admin/faults")[2]["active"] == {}  # and nothing was applied
 
 
-def test_with_the_token_the_routes_work_and_the_token_is_never_printed(server):
+def test_with_the_token_the_routes_work_and_the_token_is_never_printed(server, fault_token):
     status, state = admin(server.base_url, "POST", body={"step_delay_ms": 1}, headers=fault_headers())
     assert status == 200 and state["active"] == {"step_delay_ms": 1}
     status, state = admin(server.base_url, "DELETE", headers=fault_headers())
     assert status == 200 and state["active"] == {}
-    token = os.environ["CHAOS_FAULT_TOKEN"]
+    token = fault_token
     assert server.fault_token == token
     assert not any(token in line for line in server.output), "the fault token reached the server's output"
     assert token not in repr(server)
