@@ -262,7 +262,8 @@ def test_health_answers_promptly_while_four_big_bodies_are_uploaded_and_parsed(r
     worst, polls, failed = poll_health(replica.base_url, tmp_path, 120, uploads)
     assert sorted(results) == [200, 400, 400, 400]
     assert failed == 0
-    # The gateway ejects a replica whose /health takes over 1 s; measured here ~0.1-0.3 s (before: 1.7-3 s).
+    # The gateway ejects a replica whose /health takes over 1 s; measured 0.04-0.11 s on a busy 2-core machine
+    # (docs/reference-server.md; before the body worker: 2-6.5 s).
     assert worst < 1.0, f"/health took up to {worst:.2f}s while bodies were parsed (baseline {baseline:.2f}s)"
 
 
