@@ -4,7 +4,7 @@ Adding one is like adding a Locust user: subclass Fault, give it a `type`, and r
 in FAULT_TYPES; its schema lives in chaos/experiment/schema.py.
 """
 
-from .base import Fault, FaultContext
+from .base import Fault, FaultContext, FaultError
 from .instance import KillInstance, PauseInstance
 from .server_hook import ServerHook
 
@@ -15,4 +15,4 @@ def make_fault(spec, target) -> Fault:
     return FAULT_TYPES[spec.type](spec, target)
 
 
-__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "make_fault"]
+__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "make_fault"]

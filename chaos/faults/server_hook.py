@@ -6,23 +6,31 @@ import json
 import urllib.error
 import urllib.request
 
-from .base import Fault, FaultContext
+from ..common import FAULT_TOKEN_HEADER
+from .base import Fault, FaultContext, FaultError
 
 HOOKS = ("step_delay_ms", "hang_s", "kv_block_cap", "fail_fraction")
 
 
-TOKEN_HEADER = "x-chaos-fault-token"
-
-
-def _call(method: str, url: str, body: dict | None = None, token: str | None = None) -> bool:
+def _call(method: str, url: str, body: dict | None = None, token: str | None = None) -> str | None:
+    """None when the replica answered 200; else why not (its status and error code, or the connection error)."""
     data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json", **({TOKEN_HEADER: token} if token else {})}
+    headers = {"Content-Type": "application/json", **({FAULT_TOKEN_HEADER: token} if token else {})}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+            return None if r.status == 200 else f"HTTP {r.status}"
+    except urllib.error.HTTPError as e:
+        code = None
+        try:
+            code = json.loads(e.read(4096) or b"{}").get("error", {}).get("code")
+        except (ValueError, AttributeError, OSError):
+            pass
+        hint = " (the replica was started with another fault token, or none)" if e.code == 401 else \
+            " (the replica has no fault hooks: --enable-fault-hooks)" if e.code == 404 else ""
+        return f"HTTP {e.code}" + (f" {code}" if code else "") + hint
+    except (urllib.error.URLError, OSError) as e:
+        return f"unreachable: {getattr(e, 'reason', None) or e}"
 
 
 class ServerHook(Fault):
@@ -34,7 +42,8 @@ class ServerHook(Fault):
         self.hooks = {k: v for k, v in spec.params.items() if k in HOOKS}
         d = spec.params.get("duration")
         self.revert_at = None if d is None else spec.at + d
-        self.urls: list[str] = []
+        self.urls: list[str] = []  # the replicas asked
+        self.accepted: list[str] = []  # those that took the hooks: the ones the fault really touched
 
     def plan(self, ctx: FaultContext) -> dict:
         if self.spec.params.get("instance", "all") == "all":
@@ -45,28 +54,44 @@ class ServerHook(Fault):
         return {"urls": self.urls, "hooks": sorted(self.hooks)}
 
     def touches(self, inst) -> bool:
-        return inst.url in self.urls
+        return inst.url in self.accepted
 
     @property
     def _token(self) -> str | None:
         return getattr(self.target, "fault_token", None)  # the run's own; it never goes to the journal
 
     def apply(self, ctx: FaultContext) -> None:
+        """Raises FaultError when no replica took the hooks: the run must not judge a fault that never happened.
+        When only some refused, apply_error says which and the fault counts for the others."""
         self.applied = True
+        refused = []
         for url in self.urls:
-            if not _call("POST", url + "/admin/faults", self.hooks, self._token):
-                ctx.log(f"server_hook: {url} did not accept {self.hooks}")
+            why = _call("POST", url + "/admin/faults", self.hooks, self._token)
+            if why is None:
+                self.accepted.append(url)
+            else:
+                refused.append(f"{url}: {why}")
+                ctx.log(f"server_hook: {url} did not accept {self.hooks}: {why}")
+        if refused:
+            self.apply_error = "refused by " + "; ".join(refused)
+        if self.urls and not self.accepted:
+            self.applied = False
+            raise FaultError(f"fault {self.spec.name}: no instance accepted the hooks, so the fault never "
+                             f"happened ({self.apply_error})")
 
     def revert(self, ctx: FaultContext) -> None:
         self.reverted = True
-        for url in self.urls:
+        for url in self.urls:  # the refused ones too: harmless, and one may have taken the hooks after all
             for name in self.hooks:
                 _call("DELETE", f"{url}/admin/faults/{name}", token=self._token)
 
     def describe(self) -> str:
         hooks = ", ".join(f"{k}={v}" for k, v in self.hooks.items())
         dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
-        return f"{hooks} on {len(self.urls) or 'the'} instance(s) at {self.spec.at:g}s{dur}"
+        n = len(self.urls) or "the"
+        if self.apply_error and self.urls:
+            n = f"{len(self.accepted)} of {len(self.urls)}"
+        return f"{hooks} on {n} instance(s) at {self.spec.at:g}s{dur}"
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:

@@ -20,23 +20,29 @@ import traceback
 import psutil
 
 from ..experiment.model import Experiment
-from ..faults import FaultContext, make_fault
+from ..experiment.variables import Masker
+from ..faults import FaultContext, FaultError, make_fault
 from ..load.driver import LoadError, LoadRun
-from ..load.records import read_records
-from ..load.summary import summarize_steps
-from ..report.writer import write_reports
 from ..targets import TargetError, make_target
 from ..verify import checks as V
-from ..verify.verdict import RunFacts, run_checks
 from .journal import Journal
 from .loadspec import load_config
-from .procs import RUN_ID_ENV, kill_processes, marked, run_id_for
+from .procs import RUN_ID_ENV, run_id_for
 from .timing import restart_warnings
 from .view import View
+from .wrapup import (
+    EXIT_ABORTED,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    finish,
+    reap_orphans,
+    save_metrics,
+)
 
-EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-VERDICTS = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted", EXIT_NOT_JUDGED: "inconclusive",
-            EXIT_INTERRUPTED: "interrupted"}
+# A restart still stopping its instances when the load ends: how much longer than startup_timeout the run waits
+# for it (a process group's stop takes its 2 s grace and a reap; a container's stop, a little more).
+STOP_ALLOWANCE_S = 15.0
 
 
 class Interrupted(Exception):
@@ -67,10 +73,13 @@ class Runner:
         self.view = view or View("plain")
         self.view.scrub = self.public
         self.signals = 0
-        self.started = time.time()
+        self.started = time.time()  # the wall clock, read once: when the run began, for the report
+        self.started_m = time.monotonic()  # every duration and the schedule: immune to clock steps
+        self.mask = getattr(exp, "mask", None) or Masker()
         self.target = None
         self.load: LoadRun | None = None
-        self.load_t0: float | None = None
+        self.load_t0: float | None = None  # wall time the load started (records are unix seconds)
+        self.load_m0: float | None = None  # the same moment, monotonic: faults, aborts and restarts run on it
         self.faults = []
         self.records = []
         self.notes: list[str] = []
@@ -85,19 +94,19 @@ class Runner:
         self.up_since: dict = {}  # instance id -> last health pass, as the load ended
         self.final_health = None
 
+    def now(self) -> float:
+        """Unix seconds on the records' clock: from the load's start on, its wall time plus monotonic time
+        since, as each load process stamps its records (chaos.load.clock). A wall-clock step (NTP, a VM
+        stalled or resumed) then moves neither the fault times nor the journal against the records."""
+        if self.load_m0 is None:
+            return time.time()
+        return self.load_t0 + (time.monotonic() - self.load_m0)
+
     def public(self, obj):
         """obj with every secret scrubbed: the experiment's secret variables and API key (its mask, from
-        chaos.experiment), and this run's fault token. Applied to everything the run writes or prints."""
-        mask = getattr(self.exp, "mask", None)
-        if mask is not None:
-            obj = mask(obj)
-        token = getattr(self.target, "fault_token", None)
-        if not token:
-            return obj
-        if isinstance(obj, str):
-            return obj.replace(token, "***")
-        text = json.dumps(obj, default=str)
-        return json.loads(text.replace(token, "***")) if token in text else obj
+        chaos.experiment), and, once the target exists, this run's fault token. Applied to everything the run
+        writes or prints."""
+        return self.mask(obj)
 
     # -- signals ------------------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -116,7 +125,7 @@ class Runner:
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "experiment.resolved.json"), "w") as f:
             json.dump(self.public(self.exp.resolved), f, indent=2, default=str)
-        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"), scrub=self.public)
+        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"), scrub=self.public, clock=self.now)
         me = psutil.Process()
         self.journal.write("run_started", experiment=self.exp.name, pid=me.pid, create_time=me.create_time(),
                            run_dir=os.path.abspath(self.run_dir), run_id=self.run_id)
@@ -136,7 +145,7 @@ class Runner:
             code = self._main_loop()
         except Interrupted:
             code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
-        except (TargetError, LoadError) as e:
+        except (TargetError, LoadError, FaultError) as e:
             code, self.reason = EXIT_INVALID, str(e)
             self.view.event("error", str(e))
         except Exception as e:  # a bug of ours: keep the traceback, still roll back
@@ -148,7 +157,7 @@ class Runner:
             self._rollback()
             if self.signals:  # whatever was under way when the signal came, the run was interrupted
                 code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
-            code = self._finish(code)
+            code = finish(self, code)
             self.view.stop()
             for s, h in old.items():
                 signal.signal(s, h)
@@ -169,7 +178,11 @@ class Runner:
 
     def _target_up(self) -> None:
         self.target = make_target(self.exp.target, self.run_dir)
+        token = getattr(self.target, "fault_token", None)
+        if token:  # one more secret to mask, in a Masker of the run's own (the experiment's stays as it was)
+            self.mask = Masker([*self.mask.secrets, token], self.mask.key_env)
         self.target.on_spawn = self._journal_spawn
+        self.target.clock = self.now  # up_since on the records' clock
         self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
                                                                                  self.target.all_instances()])
         names = ", ".join(i.id for i in self.target.all_instances())
@@ -188,7 +201,7 @@ class Runner:
                           ignore_eos=self.exp.target.ignore_eos)
         self.load = LoadRun(cfg, progress=lambda m: None)
         self.load.start()
-        self.load_t0 = self.load.t_start
+        self.load_t0, self.load_m0 = self.load.t_start, time.monotonic()
         procs = [{"pid": p.pid, "create_time": _ctime(p.pid)} for p in self.load.procs]
         self.journal.write("load_started", processes=procs, plan=cfg.plan.to_dict()["kind"],
                            duration=cfg.plan.duration)
@@ -205,7 +218,7 @@ class Runner:
                 raise Interrupted()
             running = self.load.poll()
             self.records += self.load.new_records()
-            elapsed = time.time() - self.load_t0
+            elapsed = time.monotonic() - self.load_m0
             while pending and elapsed >= pending[0].spec.at:
                 f = pending.pop(0)
                 if self.gate is None:
@@ -235,16 +248,18 @@ class Runner:
             time.sleep(0.2)
 
     def _await_restarts(self) -> None:
-        """The load is over but a restart is still waiting for health: wait for it (bounded), so the checks and
-        the final health see how it ended rather than the runner's hurry."""
-        deadline = time.monotonic() + self.exp.target.startup_timeout + 5
+        """The load is over but a restart is still under way: wait for it to end, so the checks and the final
+        health see how it ended rather than the runner's hurry. The restart bounds itself: its instances have
+        startup_timeout from their start, all together, to pass the health check (Target.restart_instances);
+        the deadline here only guards against a stop that hangs (e.g. a container engine that does not answer)."""
+        deadline = time.monotonic() + self.exp.target.startup_timeout + STOP_ALLOWANCE_S
         while any(t.is_alive() for t in self.restarts) and time.monotonic() < deadline:
             if self.should_stop():
                 raise Interrupted()
             time.sleep(0.2)
 
     def _steady_gate(self) -> tuple[bool, str]:
-        now = time.time()
+        now = self.now()
         if self.exp.steady_health:
             sick = [i.id for i in self.target.instances if not self.target.healthy(i)]
             if sick:
@@ -261,11 +276,13 @@ class Runner:
     def _apply(self, f) -> None:
         plan = f.plan(self.ctx)
         self.journal.write("fault_applying", fault=f.spec.name, type=f.type, plan=plan)  # before, always
-        f.applied_at = time.time()
+        f.applied_at = self.now()
         try:
             f.apply(self.ctx)
         finally:
-            self.journal.write("fault_applied", fault=f.spec.name, description=f.describe())
+            self.journal.write("fault_applied", fault=f.spec.name, description=f.describe(), error=f.apply_error)
+            if f.apply_error:
+                self.notes.append(f"{f.spec.name}: {f.apply_error}")
         self.view.event("fault", f"applied {f.spec.name}: {f.describe()}")
 
     def _revert(self, f, teardown: bool = False) -> None:
@@ -282,7 +299,7 @@ class Runner:
             else:
                 f.revert(self.ctx)
         finally:
-            f.reverted_at = time.time()
+            f.reverted_at = self.now()
             self.journal.write("fault_reverted", fault=f.spec.name, teardown=teardown,
                                instances=[i.journal() for i in self.target.all_instances()])
         self.view.event("fault", f"reverted {f.spec.name}" + (" (teardown)" if teardown else ""))
@@ -291,30 +308,30 @@ class Runner:
         """A restart, in its own thread: the schedule, abort_when and the view go on meanwhile (two replicas
         restarting used to hold the main loop ~23 s). Stops waiting as soon as the run is being torn down."""
         ctx = FaultContext(rng=self.rng, should_stop=lambda: self.signals > 0 or self.tearing_down, log=self.ctx.log)
-        began = time.time()
+        began = time.monotonic()
         try:
             f.revert(ctx)
-            took = time.time() - began
+            took = time.monotonic() - began
             if f.victims:
                 self.notes.append(f"{f.spec.name}: {', '.join(i.id for i in f.victims)} restarted together "
-                                  f"{began - self.load_t0:.1f}s into the load, healthy after {took:.1f}s")
+                                  f"{began - self.load_m0:.1f}s into the load, healthy after {took:.1f}s")
         except Exception as e:  # noqa: BLE001 - a failed restart is the target's finding, not a crash of the run
             f.revert_error = str(e)
             if not (self.signals or self.tearing_down):
                 self.notes.append(f"{f.spec.name}: restart failed: {e}")
                 self.view.event("error", f"restart of {f.spec.name} failed: {e}")
         finally:
-            f.reverted_at = time.time()
+            f.reverted_at = self.now()
             self.journal.write("fault_reverted", fault=f.spec.name, teardown=False, error=getattr(f, "revert_error",
                                                                                                    None),
                                instances=[i.journal() for i in self.target.all_instances()])
-        self.view.event("fault", f"reverted {f.spec.name} (restart took {f.reverted_at - began:.1f}s)")
+        self.view.event("fault", f"reverted {f.spec.name} (restart took {time.monotonic() - began:.1f}s)")
 
     def _abort_check(self) -> str | None:
         rate, span = self.exp.abort_error_rate, self.exp.abort_for
-        if rate is None or self.load_t0 is None or time.time() - self.load_t0 < span:
+        if rate is None or self.load_m0 is None or time.monotonic() - self.load_m0 < span:
             return None
-        now = time.time()
+        now = self.now()
         w = [r for r in self.records if r.t_end is not None and r.t_end >= now - span]
         if len(w) < 5:
             return None
@@ -324,7 +341,7 @@ class Runner:
         return None
 
     def _status(self, elapsed, plan) -> dict:
-        now = time.time()
+        now = self.now()
         recent = [r for r in self.records if r.t_end is not None and r.t_end >= now - 10]
         p95 = V.latency(recent, 95)
         er = V.error_rate(recent)
@@ -338,11 +355,12 @@ class Runner:
     # -- always --------------------------------------------------------------------------------------
     def _rollback(self) -> None:
         fast = lambda: self.signals > 1
-        self.tearing_down = True  # a restart still waiting for health gives up now
+        self.tearing_down = True  # a restart still waiting for health gives up now, one still stopping never starts
         for t in self.restarts:
             t.join(10.0)
         for f in reversed(self.faults):
-            if f.applied and not (f.reverted or f.reverting):
+            # apply_error: apply was attempted and may have taken in part; revert is safe after a failed apply
+            if (f.applied or f.apply_error) and not (f.reverted or f.reverting):
                 try:
                     self._revert(f, teardown=True)
                 except Exception as e:
@@ -359,90 +377,22 @@ class Runner:
                 health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
                 self.final_health = health
                 self.journal.write("final_health", health=health)
-                self._save_metrics()
+                self.notes += save_metrics(self.target, self.run_dir)
+            late = [t for t in self.restarts if t.is_alive()]  # still stopping its instances (a slow stop)
             try:
                 self.target.down(grace=0.5 if fast() else 5.0)
+                for t in late:  # it starts nothing now (tearing_down), but it may have just before: stop that too
+                    t.join(STOP_ALLOWANCE_S)
+                if late:
+                    self.target.down(grace=0.5)
             finally:
                 self.journal.write("target_stopped")
-        self._reap_orphans()
-
-    def _save_metrics(self) -> None:
-        """Keep each instance's /metrics as the run ends (metrics-ID.txt) and note the counters that explain
-        what the engine did under the faults."""
-        import urllib.request
-
-        for inst in self.target.all_instances():
-            try:
-                with urllib.request.urlopen(inst.url + "/metrics", timeout=2) as r:
-                    text = r.read().decode(errors="replace")
-            except OSError:
-                continue
-            with open(os.path.join(self.run_dir, f"metrics-{inst.id}.txt"), "w") as f:
-                f.write(text)
-            found = {}
-            for line in text.splitlines():
-                for name in ("vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "gateway:retries_total"):
-                    if line.startswith(name):
-                        found[name.split(":")[1]] = found.get(name.split(":")[1], 0) + float(line.rsplit(" ", 1)[1])
-            if any(found.values()):
-                self.notes.append(f"{inst.id} at the end: " + ", ".join(f"{k} {v:g}" for k, v in found.items()))
-
-    def _reap_orphans(self) -> None:
-        """Anything still descending from us, or carrying this run's mark, was started by this run: stop it."""
-        try:
-            kids = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            kids = []
-        seen = {p.pid for p in kids}
-        kids += [p for p in marked(self.run_id) if p.pid not in seen]
-        kill_processes(kids)
-        if kids:
-            self.journal.write("orphans_stopped", pids=[p.pid for p in kids])
-
-    def _finish(self, code: int | None) -> int:
-        records = read_records(os.path.join(self.run_dir, "requests.jsonl"))
-        checks = []
-        if code is None or code == EXIT_FAILED and self.gate is not None and not self.gate[0]:
-            checks = self._verify(records)
-            if code is None:
-                code = {"passed": EXIT_PASSED, "failed": EXIT_FAILED,
-                        "not_judged": EXIT_NOT_JUDGED}[V.verdict_of(checks)]
-        verdict = VERDICTS.get(code, "error")
-        unjudged = [c for c in checks if c.passed is None]
-        if unjudged and code == EXIT_NOT_JUDGED:
-            self.reason = "nothing failed, but the run could not judge: " + "; ".join(c.name for c in unjudged)
-        for c in unjudged:  # also in the notes, which every report format shows
-            self.notes.append(f"not judged: {c.name}: {c.detail.removeprefix('not judged: ')}")
-        plan = self.load.cfg.plan if self.load else None
-        steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop,
-                                {s.name: s.duration for s in plan.stages}) if plan else []
-        report = {
-            "experiment": {"name": self.exp.name, "description": self.exp.description, "file": self.exp.path},
-            "verdict": verdict, "exit_code": code, "reason": self.reason, "started": self.started,
-            "duration_s": time.time() - self.started, "load_started": self.load_t0,
-            "target": self.target.describe() if self.target else {"kind": self.exp.target.kind,
-                                                                   "name": self.exp.target.name},
-            "checks": [c.to_dict() for c in checks],
-            "steps": [s.to_dict() for s in steps],
-            "faults": [{"name": f.spec.name, "type": f.type, "description": f.describe(), "applied": f.applied,
-                        "reverted": f.reverted, "applied_at": getattr(f, "applied_at", None),
-                        "reverted_at": getattr(f, "reverted_at", None), "revert_error": f.revert_error}
-                       for f in self.faults],
-            "notes": self.notes + (self.load.notes if self.load else []),
-            "requests": len(records),
-        }
-        self.journal.write("run_finished", verdict=verdict, exit_code=code)
-        report["timeline"] = _read(os.path.join(self.run_dir, "journal.jsonl"))  # read once, run_finished included
-        report = self.public(report)
-        write_reports(self.run_dir, report, steps, mask=self.public)  # the Markdown is scrubbed again, whole
-        self.journal.close()
-        self.report = report
-        return code
-
-    def _verify(self, records) -> list:
-        facts = RunFacts(gate=self.gate, faults=self.faults, target=self.target, final_health=self.final_health,
-                         load_t0=self.load_t0, up_since=self.up_since)
-        return run_checks(self.exp, records, facts)
+            for t in late:
+                if t.is_alive():
+                    self.notes.append(f"{t.name} did not end with the run; run chaos recover {self.run_dir}")
+        pids = reap_orphans(self.run_id)  # after the restarts' last join: nothing of the run spawns after this
+        if pids:
+            self.journal.write("orphans_stopped", pids=pids)
 
 
 def _ctime(pid: int) -> float | None:
@@ -451,11 +401,3 @@ def _ctime(pid: int) -> float | None:
     except psutil.Error:
         return None
 
-
-def _read(path: str) -> list[dict]:
-    from .journal import read_journal
-
-    try:
-        return read_journal(path)
-    except FileNotFoundError:
-        return []

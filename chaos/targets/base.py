@@ -49,7 +49,7 @@ class Instance:
     state: str = "down"  # up | down | paused
     log_path: str | None = None
     engine: str | None = None  # the Docker engine holding the container
-    up_since: float | None = None  # wall time its last health wait passed (a restart sets it anew)
+    up_since: float | None = None  # when its last health wait passed (target.clock; a restart sets it anew)
 
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
@@ -80,6 +80,7 @@ class Target:
         # Called with each instance the moment its process or container exists, before any health wait: the
         # runner journals it there, so a run killed while instances start still leaves their pids for recover.
         self.on_spawn = lambda inst: None
+        self.clock = time.time  # for up_since: the runner sets its own, the one the load's records are on
 
     @property
     def urls(self) -> list[str]:
@@ -112,7 +113,7 @@ class Target:
                 raise TargetError(f"{inst.id} exited with {inst.proc.returncode} before it was healthy"
                                   f"{self._log_tail(inst)}")
             if self.healthy(inst):
-                inst.state, inst.up_since = "up", time.time()
+                inst.state, inst.up_since = "up", self.clock()
                 return
             if time.monotonic() >= deadline:
                 break

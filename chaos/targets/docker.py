@@ -97,7 +97,7 @@ class DockerTarget(Target):
                 logs = c.logs(tail=5).decode(errors="replace").strip()
                 raise TargetError(f"container {inst.id} exited before it was healthy: {logs[-300:]}")
             if self.healthy(inst):
-                inst.state, inst.up_since = "up", time.time()
+                inst.state, inst.up_since = "up", self.clock()
                 return
             if time.monotonic() >= deadline:
                 break

@@ -133,11 +133,24 @@ SPIN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:
 
 @contextlib.contextmanager
 def spinning(n: int):
-    """n processes that each keep one core busy (bounded: 300 s), stopped when the block ends."""
+    """n processes that each keep one core busy (bounded: 300 s), stopped when the block ends. Yields them
+    (psutil.Process), so a test can tell their CPU from the neighbours' (spinner_seconds)."""
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]
     try:
-        yield
+        yield [psutil.Process(p.pid) for p in spinners]
     finally:
         for p in spinners:
             p.kill()
             p.wait(10)
+
+
+def spinner_seconds(spinners) -> float:
+    """CPU seconds the spinners have used so far (read while they live: a reaped one's are gone)."""
+    total = 0.0
+    for p in spinners:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total

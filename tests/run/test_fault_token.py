@@ -3,8 +3,8 @@ server_hook, and written nowhere in the run directory or the run's output."""
 
 import json
 import os
+import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -15,7 +15,7 @@ from chaos.experiment.model import TargetSpec
 from chaos.run.journal import read_journal
 from chaos.targets.reference import ReferenceTarget
 
-from .conftest import report, start_run, unreverted, wait_journal, writers
+from .conftest import leftovers, report, start_run, unreverted, wait_journal
 
 HOOKED = """\
 name: hooked
@@ -61,15 +61,16 @@ def test_token_reaches_replicas_and_no_file(tmp_path):
         token = token_of(r0["pid"])
         assert token and len(token) >= 32, "each replica gets the run's token in its environment"
         assert token_of(r1["pid"]) == token
-        refused = admin_status(r0["url"])  # no token: must be refused once the server checks it
+        assert admin_status(r0["url"]) == 401  # no token: refused
+        assert admin_status(r0["url"], "not-" + token) == 401
         assert admin_status(r0["url"], token) == 200
-        # r1 is killed at 2 s and restarted: the new process gets the same token.
-        again = lambda: [p for p in writers(run_dir, "replica-r1.log") if p != r1["pid"]]
-        deadline = time.monotonic() + 60
-        while not again() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert again(), "r1 was never restarted"
-        assert token_of(again()[0]) == token
+        # r1 is killed at 2 s and restarted: the new process gets the same token. Its process_started line is
+        # written after the exec (a log fd is visible from the fork, with the runner's environment still).
+        assert wait_journal(run_dir, "process_started", 3, timeout=60), "r1 was never restarted"
+        again = next(e["instance"] for e in read_journal(str(run_dir / "journal.jsonl"))
+                     if e["event"] == "process_started" and e.get("restart"))
+        assert again["id"] == "r1" and again["pid"] != r1["pid"]
+        assert token_of(again["pid"]) == token
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -85,10 +86,6 @@ def test_token_reaches_replicas_and_no_file(tmp_path):
     for root, _, files in os.walk(run_dir):
         for name in files:
             assert token not in open(os.path.join(root, name), errors="replace").read(), name
-    if refused == 200:
-        pytest.skip("the replica does not check x-chaos-fault-token yet (server side of item 22 not on main); "
-                    "everything else held")
-    assert refused == 401
 
 
 def spec(allow_remote=False, **settings) -> TargetSpec:
@@ -138,3 +135,60 @@ def test_a_secret_variable_reaches_no_output_of_the_run(tmp_path):
             if name.startswith("process-"):
                 continue  # the target's own log: what it printed is its business, not the runner's output
             assert value not in open(os.path.join(root, name), errors="replace").read(), name
+
+
+REFUSED = """\
+name: refused
+target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 60s}
+load: {workload: chat, users: 2, duration: 6s, output_tokens: 4-8}
+faults:
+  - {type: server_hook, at: 2s, instance: all, fail_fraction: 1.0, duration: 3s}
+"""
+
+# The real runner and real replicas, but the replicas named in argv[1] get a token other than the run's, as if
+# another run had started them: their /admin/faults refuses the run's hooks with 401.
+ANOTHER_TOKEN = """\
+import sys
+
+import chaos.targets.reference as ref
+from chaos.cli import main
+
+others, start = sys.argv[1].split(","), ref.ReferenceTarget.start_instance
+
+
+def start_with_another_token(self, inst):
+    mine = self.fault_token
+    if inst.id in others:
+        self.fault_token = "another-runs-token-" + inst.id * 16
+    try:
+        start(self, inst)
+    finally:
+        self.fault_token = mine
+
+
+ref.ReferenceTarget.start_instance = start_with_another_token
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("others", ["r1", "r0,r1"])
+def test_a_hook_the_replicas_refuse_is_reported_not_judged_as_applied(tmp_path, others):
+    f = tmp_path / "refused.yaml"
+    f.write_text(REFUSED)
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-c", ANOTHER_TOKEN, others, "run", str(f), "--out", str(run_dir)],
+                       capture_output=True, text=True, timeout=180)
+    rep = report(run_dir)
+    hook = rep["faults"][0]
+    urls = {i["id"]: i["url"] for i in rep["target"]["instances"]}
+    assert hook["apply_error"] and "401" in hook["apply_error"] and urls["r1"] in hook["apply_error"], hook
+    assert any("refused by" in n for n in rep["notes"])
+    if others == "r1":  # r0 took it: the fault happened there, and the run goes on to be judged
+        assert r.returncode in (0, 1, 4), r.stdout[-2000:] + r.stderr[-2000:]
+        assert hook["applied"] and urls["r0"] not in hook["apply_error"]
+        assert "1 of 2 instance(s)" in hook["description"]
+    else:  # nobody took it: the run must not judge a fault that never happened
+        assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+        assert not hook["applied"] and rep["checks"] == []
+        assert "no instance accepted the hooks" in rep["reason"]
+    assert unreverted(run_dir) == [] and leftovers(run_dir) == []

@@ -11,7 +11,7 @@ import pytest
 
 from chaos.reference.launcher import start_server
 
-from .conftest import leftovers, report, spinning, unreverted
+from .conftest import leftovers, report, spinner_seconds, spinning, unreverted
 
 
 def _busy_s() -> float:
@@ -24,14 +24,32 @@ def _ours_s() -> float:
     return t.children_user + t.children_system
 
 
-def chaos_run(exp_file, run_dir, *args, env=None, timeout=240):
-    """Run it; r.neighbours is the share of the machine (0-1) that other processes used meanwhile."""
-    busy0, ours0, t0 = _busy_s(), _ours_s(), time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "chaos", "run", str(exp_file), "--out", str(run_dir), *args],
-                       capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+def measured(cmd, spinners=(), env=None, timeout=240):
+    """subprocess.run(cmd) with r.neighbours: the share of the machine (0-1) that other processes used meanwhile,
+    not counting cmd and what it started (reaped: our children) nor this test's own spinners (r.spinners:
+    theirs; r.others: everything but cmd, spinners included)."""
+    busy0, ours0, spin0, t0 = _busy_s(), _ours_s(), spinner_seconds(spinners), time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     wall = (time.monotonic() - t0) * (os.cpu_count() or 1)
-    r.neighbours = max(0.0, (_busy_s() - busy0) - (_ours_s() - ours0)) / wall
+    r.spinners = (spinner_seconds(spinners) - spin0) / wall
+    r.others = max(0.0, (_busy_s() - busy0) - (_ours_s() - ours0)) / wall
+    r.neighbours = max(0.0, r.others - r.spinners)
     return r
+
+
+def chaos_run(exp_file, run_dir, *args, env=None, timeout=240, spinners=()):
+    """Run it; r.neighbours as in measured (pass the test's own spinners, so their CPU is not a neighbour's)."""
+    return measured([sys.executable, "-m", "chaos", "run", str(exp_file), "--out", str(run_dir), *args],
+                    spinners, env, timeout)
+
+
+def test_own_spinners_are_not_neighbours():
+    """A test's spinner keeps a core busy on purpose: counted as a neighbour it takes a 2-core box past
+    skip_if_not_judged's 1/3 by itself, and every latency failure would skip instead of failing."""
+    with spinning(1) as spinners:
+        r = measured([sys.executable, "-c", "import time; time.sleep(3)"], spinners)
+    assert r.spinners > 0.05, "the spinner's own CPU is measured (it spun for the whole 3 s)"
+    assert r.neighbours <= r.others - r.spinners + 1e-9, "and not counted as a neighbour's"
 
 
 def write(tmp_path, text, name="exp.yaml"):
@@ -239,8 +257,8 @@ def test_all_primaries_down_experiment_falls_back_and_returns(tmp_path):
     # waited on the frozen backup for the whole first-token timeout, and closed-loop users all stalled mid-stream
     # on it, so none arrived during the freeze; the gateway and the experiment's open-loop load fixed each).
     run_dir = tmp_path / "run"
-    with spinning(1):
-        r = chaos_run("experiments/all-primaries-down.yaml", run_dir)
+    with spinning(1) as spinners:
+        r = chaos_run("experiments/all-primaries-down.yaml", run_dir, spinners=spinners)
     skip_if_not_judged(r, run_dir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = report(run_dir)

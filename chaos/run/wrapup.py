@@ -1,0 +1,108 @@
+"""The end of a run, after the rollback: judge it, write report.json / report.md, keep each instance's /metrics,
+and stop whatever of the run is still alive."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+
+import psutil
+
+from ..load.records import read_records
+from ..load.summary import summarize_steps
+from ..report.writer import write_reports
+from ..verify import checks as V
+from ..verify.verdict import RunFacts, run_checks
+from .journal import read_journal
+from .procs import kill_processes, marked
+
+EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+VERDICTS = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted", EXIT_NOT_JUDGED: "inconclusive",
+            EXIT_INTERRUPTED: "interrupted"}
+COUNTERS = ("vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "gateway:retries_total")
+
+
+def finish(run, code: int | None) -> int:
+    """Judge the run (when it got to the end, or failed its steady-state gate), write its reports and return
+    the exit code. run is the Runner."""
+    records = read_records(os.path.join(run.run_dir, "requests.jsonl"))
+    checks = []
+    if code is None or code == EXIT_FAILED and run.gate is not None and not run.gate[0]:
+        facts = RunFacts(gate=run.gate, faults=run.faults, target=run.target, final_health=run.final_health,
+                         load_t0=run.load_t0, up_since=run.up_since)
+        checks = run_checks(run.exp, records, facts)
+        if code is None:
+            code = {"passed": EXIT_PASSED, "failed": EXIT_FAILED,
+                    "not_judged": EXIT_NOT_JUDGED}[V.verdict_of(checks)]
+    verdict = VERDICTS.get(code, "error")
+    unjudged = [c for c in checks if c.passed is None]
+    if unjudged and code == EXIT_NOT_JUDGED:
+        run.reason = "nothing failed, but the run could not judge: " + "; ".join(c.name for c in unjudged)
+    for c in unjudged:  # also in the notes, which every report format shows
+        run.notes.append(f"not judged: {c.name}: {c.detail.removeprefix('not judged: ')}")
+    plan = run.load.cfg.plan if run.load else None
+    steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop,
+                            {s.name: s.duration for s in plan.stages}) if plan else []
+    exp = run.exp
+    report = {
+        "experiment": {"name": exp.name, "description": exp.description, "file": exp.path},
+        "verdict": verdict, "exit_code": code, "reason": run.reason, "started": run.started,
+        "duration_s": time.monotonic() - run.started_m, "load_started": run.load_t0,
+        "target": run.target.describe() if run.target else {"kind": exp.target.kind, "name": exp.target.name},
+        "checks": [c.to_dict() for c in checks],
+        "steps": [s.to_dict() for s in steps],
+        "faults": [{"name": f.spec.name, "type": f.type, "description": f.describe(), "applied": f.applied,
+                    "reverted": f.reverted, "applied_at": getattr(f, "applied_at", None),
+                    "reverted_at": getattr(f, "reverted_at", None), "apply_error": f.apply_error,
+                    "revert_error": f.revert_error}
+                   for f in run.faults],
+        "notes": run.notes + (run.load.notes if run.load else []),
+        "requests": len(records),
+    }
+    run.journal.write("run_finished", verdict=verdict, exit_code=code)
+    try:  # read once, run_finished included
+        report["timeline"] = read_journal(os.path.join(run.run_dir, "journal.jsonl"))
+    except FileNotFoundError:
+        report["timeline"] = []
+    report = run.public(report)
+    write_reports(run.run_dir, report, steps, mask=run.public)  # the Markdown is scrubbed again, whole
+    run.journal.close()
+    run.report = report
+    return code
+
+
+def save_metrics(target, run_dir: str) -> list[str]:
+    """Keep each instance's /metrics as the run ends (metrics-ID.txt); returns notes on the counters that explain
+    what the engine did under the faults."""
+    notes = []
+    for inst in target.all_instances():
+        try:
+            with urllib.request.urlopen(inst.url + "/metrics", timeout=2) as r:
+                text = r.read().decode(errors="replace")
+        except OSError:
+            continue
+        with open(os.path.join(run_dir, f"metrics-{inst.id}.txt"), "w") as f:
+            f.write(text)
+        found = {}
+        for line in text.splitlines():
+            for name in COUNTERS:
+                if line.startswith(name):
+                    key = name.split(":")[1]
+                    found[key] = found.get(key, 0) + float(line.rsplit(" ", 1)[1])
+        if any(found.values()):
+            notes.append(f"{inst.id} at the end: " + ", ".join(f"{k} {v:g}" for k, v in found.items()))
+    return notes
+
+
+def reap_orphans(run_id: str) -> list[int]:
+    """Anything still descending from us, or carrying this run's mark, was started by this run: SIGKILL it.
+    Returns their pids."""
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        kids = []
+    seen = {p.pid for p in kids}
+    kids += [p for p in marked(run_id) if p.pid not in seen]
+    kill_processes(kids)
+    return [p.pid for p in kids]
