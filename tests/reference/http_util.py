@@ -5,7 +5,8 @@ import json
 import os
 from urllib.parse import urlparse
 
-from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER as FAULT_HEADER
+from chaos.common import FAULT_TOKEN_ENV
+from chaos.common import FAULT_TOKEN_HEADER as FAULT_HEADER
 
 
 def fault_headers(token: str | None = None) -> dict:

@@ -79,7 +79,10 @@ def test_large_bodies_wait_at_most_four_deep_and_one_whose_client_left_is_never_
 
     monkeypatch.setenv("CHAOS_TEST_HOLD_DIR", str(tmp_path))  # the worker child inherits it
     calls = tmp_path / "calls"
-    parsed = lambda: len(calls.read_text().splitlines()) if calls.exists() else 0  # noqa: E731
+
+    def parsed() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
     big = json.dumps({"model": M, "prompt": "hi", "pad": "y" * 300_000}).encode()  # past LARGE_BODY
     with InProcessServer() as srv:
         worker = srv.api.body_worker
@@ -99,7 +102,7 @@ def test_large_bodies_wait_at_most_four_deep_and_one_whose_client_left_is_never_
         for i in range(WORKER_QUEUE - 1):
             threads.append(threading.Thread(target=send))
             threads[-1].start()
-            wait_until(lambda: worker.waiting == i + 2, f"waiter {i + 2} to queue")
+            wait_until(lambda n=i + 2: worker.waiting == n, f"waiter {i + 2} to queue")
 
         # The queue is full: one more is refused at once, from its Content-Length or once a chunked one is read.
         status, headers, body = post(srv.base_url, "/v1/completions", raw=big, timeout=30)
