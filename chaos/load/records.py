@@ -10,6 +10,7 @@ queueing. docs/load.md defines every field.
 from __future__ import annotations
 
 import json
+import sys
 from array import array
 from dataclasses import asdict, dataclass, field
 
@@ -79,6 +80,11 @@ class RequestRecord:
         return json.dumps(d, separators=(",", ":"))
 
 
+# The string fields that repeat across records: one shared object each instead of ~50 bytes a field a record.
+_REPEATED = ("case", "endpoint", "outcome", "error_code", "timeout_kind", "input_tokens_source",
+             "output_tokens_source", "finish_reason", "served_by", "step", "worker")
+
+
 def _gaps(values) -> array:
     """A record's gaps as 4-byte integers: an hour-long run's gaps as Python ints (36 bytes each) were over a GB."""
     try:
@@ -107,6 +113,10 @@ def read_new_records(path: str, offset: int = 0) -> tuple[list[RequestRecord], i
                 rec.itl_us = _gaps(rec.itl_us)
             except (ValueError, TypeError):
                 continue
+            for name in _REPEATED:
+                v = getattr(rec, name)
+                if type(v) is str:
+                    setattr(rec, name, sys.intern(v))
             out.append(rec)
     return out, offset
 

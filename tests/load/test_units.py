@@ -342,10 +342,11 @@ def test_plain_bodies_of_the_wrong_shape_are_malformed(body):
 
 def test_only_exact_counts_mismatch_and_only_fixed_lengths_end_early():
     rs = []
-    for i, (source, fixed) in enumerate([("exact", True), ("estimate", True), ("exact", False), ("estimate", False)]):
+    cases = [("exact", True), ("estimate", True), ("exact", False), ("estimate", False)]
+    for i, (source, is_fixed) in enumerate(cases):
         r = rec(i, tokens=3)
         r.input_tokens, r.server_input_tokens, r.input_tokens_source = 100, 97, source
-        r.requested_tokens, r.finish_reason, r.fixed_output = 10, "stop", fixed  # a json or replayed request: a cap
+        r.requested_tokens, r.finish_reason, r.fixed_output = 10, "stop", is_fixed  # false: json or replay, a cap
         rs.append(r)
     s = summarize(rs, "step")
     assert s.input_mismatch == 2 and s.ended_early == 2 and s.fixed_output == 2
