@@ -26,7 +26,7 @@ from .faults import ServerFaults
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .openapi import server_spec
 from .protocol import APIError, GenerationRequest, from_worker, parse_generation, parse_json_body
-from .serving import BodyTooLarge, BodyWorker, WorkerBusy, WorkerError, read_bounded
+from .serving import BodyTooLarge, BodyWorker, WorkerBusy, WorkerError, read_bounded, route_error
 
 log = logging.getLogger("chaos.reference")
 # Bodies past this are parsed in the body worker's process (serving.BodyWorker), one at a time: json.loads holds
@@ -161,10 +161,8 @@ class ReferenceAPI:
         except web.HTTPException as e:
             if e.status < 400:
                 raise
-            msg = {404: f"no route for {request.method} {request.path}",
-                   405: f"{request.method} is not allowed on {request.path}"}.get(e.status, e.reason)
-            return self.error_response(APIError(e.status, msg, code=e.reason.lower().replace(" ", "_")),
-                                       self._headers(rid))
+            msg, code = route_error(request, e)
+            return self.error_response(APIError(e.status, msg, code=code), self._headers(rid))
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as e:  # a bug of ours: say so in OpenAI's shape, keep serving

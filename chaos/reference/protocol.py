@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from .engine.sequence import SEED_MAX, SEED_MIN, SamplingParams
+from .serving import json_content_type_error
 from .tokenizer import ByteTokenizer
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -57,9 +58,8 @@ def _refuse_constant(name: str):
 
 
 def parse_json_body(raw: bytes, content_type: str) -> dict:
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise APIError(400, f"Content-Type must be application/json, not {content_type or 'missing'!r}",
-                       code="invalid_content_type")
+    if (why := json_content_type_error(content_type)) is not None:
+        raise APIError(400, why, code="invalid_content_type")
     try:
         # UTF-8 only (RFC 8259 for JSON on a network); json.loads(bytes) would also guess UTF-16/32.
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)

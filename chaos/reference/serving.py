@@ -199,6 +199,20 @@ async def listen(app: web.Application, host: str, port: int, *, header_timeout: 
     return runner, runner.addresses[0][1]
 
 
+def json_content_type_error(content_type: str) -> str | None:
+    """Why a body of this Content-Type is not taken as JSON; None for application/json (any parameters)."""
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        return f"Content-Type must be application/json, not {content_type[:60] or 'missing'!r}"
+    return None
+
+
+def route_error(request: web.BaseRequest, e: web.HTTPException) -> tuple[str, str]:
+    """(message, code) for aiohttp's own answer to a route (404, 405, ...), in words a client can act on."""
+    message = {404: f"no route for {request.method} {request.path}",
+               405: f"{request.method} is not allowed on {request.path}"}.get(e.status, e.reason)
+    return message, e.reason.lower().replace(" ", "_")
+
+
 class BodyTooLarge(Exception):
     """A request body over its limit: size from Content-Length, None when a chunked body ran past it."""
 

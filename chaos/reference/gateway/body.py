@@ -17,17 +17,15 @@ import json
 
 from aiohttp import web
 
-from ..serving import BodyTooLarge, read_bounded
+from ..serving import BodyTooLarge, json_content_type_error, read_bounded
 from .errors import GatewayError
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length); read as
     the replica reads its own (serving.read_bounded), so a 413 says the same from either."""
-    content_type = request.headers.get("Content-Type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise GatewayError(400, f"Content-Type must be application/json, not {content_type[:60] or 'missing'!r}",
-                           "invalid_content_type")
+    if (why := json_content_type_error(request.headers.get("Content-Type", ""))) is not None:
+        raise GatewayError(400, why, "invalid_content_type")
     try:
         return await read_bounded(request, limit)
     except BodyTooLarge as e:

@@ -15,6 +15,7 @@ import uuid
 from aiohttp import web
 
 from ...common import retry_after_headers
+from ..serving import route_error
 
 log = logging.getLogger("chaos.gateway")
 
@@ -57,9 +58,7 @@ def error_middleware(name: str):
         except web.HTTPException as e:
             if e.status < 400:
                 raise
-            message = {404: f"no route for {request.method} {request.path}",
-                       405: f"{request.method} is not allowed on {request.path}"}.get(e.status, e.reason)
-            err = GatewayError(e.status, message, e.reason.lower().replace(" ", "_"))
+            err = GatewayError(e.status, *route_error(request, e))
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as e:
