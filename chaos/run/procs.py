@@ -7,6 +7,7 @@ A journaled pid is touched only while its start time still matches: a recycled p
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -16,6 +17,21 @@ import psutil
 from ..common import same_process
 
 RUN_ID_ENV = "CHAOS_RUN_ID"
+
+
+def become_subreaper() -> None:
+    """Orphans of our children re-parent to us, so a double-forking command cannot escape teardown."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def run_id_for(run_dir: str) -> str:

@@ -8,7 +8,6 @@ second one makes the rollback faster but never skips it. A SIGKILLed run leaves 
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import random
@@ -27,7 +26,7 @@ from ..targets import TargetError, make_target
 from ..verify import checks as V
 from .journal import Journal
 from .loadspec import load_config
-from .procs import RUN_ID_ENV, run_id_for
+from .procs import RUN_ID_ENV, become_subreaper, create_time, run_id_for
 from .timing import restart_warnings
 from .view import View
 from .wrapup import (
@@ -47,14 +46,6 @@ STOP_ALLOWANCE_S = 15.0
 
 class Interrupted(Exception):
     pass
-
-
-def become_subreaper() -> None:
-    """Orphans of our children re-parent to us, so a double-forking command cannot escape teardown."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
 
 
 def default_run_dir(name: str) -> str:
@@ -202,7 +193,7 @@ class Runner:
         self.load = LoadRun(cfg, progress=lambda m: None)
         self.load.start()
         self.load_t0, self.load_m0 = self.load.t_start, time.monotonic()
-        procs = [{"pid": p.pid, "create_time": _ctime(p.pid)} for p in self.load.procs]
+        procs = [{"pid": p.pid, "create_time": create_time(p.pid)} for p in self.load.procs]
         self.journal.write("load_started", processes=procs, plan=cfg.plan.to_dict()["kind"],
                            duration=cfg.plan.duration)
         where = ", ".join(self.target.urls)
@@ -393,11 +384,3 @@ class Runner:
         pids = reap_orphans(self.run_id)  # after the restarts' last join: nothing of the run spawns after this
         if pids:
             self.journal.write("orphans_stopped", pids=pids)
-
-
-def _ctime(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
