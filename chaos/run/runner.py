@@ -72,7 +72,11 @@ class Runner:
         self.load_t0: float | None = None  # wall time the load started (records are unix seconds)
         self.load_m0: float | None = None  # the same moment, monotonic: faults, aborts and restarts run on it
         self.faults = []
-        self.records = []
+        # The records the live checks look at (the gate, abort_when, the status line): only the last few
+        # windows' worth, so a long run neither grows in memory nor rescans every record each tick; the
+        # verdict reads requests.jsonl whole, once, at the end (wrapup.py).
+        self.recent: list = []
+        self.num_records = 0
         self.notes: list[str] = []
         self.gate = None  # (passed, detail) of the steady-state gate
         self.reason: str | None = None
@@ -208,7 +212,7 @@ class Runner:
             if self.should_stop():
                 raise Interrupted()
             running = self.load.poll()
-            self.records += self.load.new_records()
+            self._take(self.load.new_records())
             elapsed = time.monotonic() - self.load_m0
             while pending and elapsed >= pending[0].spec.at:
                 f = pending.pop(0)
@@ -238,6 +242,12 @@ class Runner:
                 return None
             time.sleep(0.2)
 
+    def _take(self, new: list) -> None:
+        """Count new records and keep those the live checks can still look at."""
+        self.num_records += len(new)
+        keep_from = self.now() - max(self.exp.steady_window, self.exp.abort_for or 0, 10.0) - 5.0
+        self.recent = [r for r in self.recent + new if (r.t_end or r.t_start) >= keep_from]
+
     def _await_restarts(self) -> None:
         """The load is over but a restart is still under way: wait for it to end, so the checks and the final
         health see how it ended rather than the runner's hurry. The restart bounds itself: its instances have
@@ -258,7 +268,7 @@ class Runner:
         slo = self.exp.steady_slo
         if slo.is_empty():
             return True, "no steady-state SLO given; health only"
-        w = V.window(self.records, now - self.exp.steady_window, now)
+        w = V.window(self.recent, now - self.exp.steady_window, now)
         got = V.slo_checks("steady state", [r for r in w if r.t_end is not None], slo, min_requests=3)
         bad = [f"{c.name.split()[-1]} {c.measured} (needs {c.threshold})" for c in got if not c.passed]
         return (not bad), ("; ".join(bad) if bad else
@@ -323,7 +333,7 @@ class Runner:
         if rate is None or self.load_m0 is None or time.monotonic() - self.load_m0 < span:
             return None
         now = self.now()
-        w = [r for r in self.records if r.t_end is not None and r.t_end >= now - span]
+        w = [r for r in self.recent if r.t_end is not None and r.t_end >= now - span]
         if len(w) < 5:
             return None
         er = V.error_rate(w)
@@ -333,13 +343,13 @@ class Runner:
 
     def _status(self, elapsed, plan) -> dict:
         now = self.now()
-        recent = [r for r in self.records if r.t_end is not None and r.t_end >= now - 10]
+        recent = [r for r in self.recent if r.t_end is not None and r.t_end >= now - 10]
         p95 = V.latency(recent, 95)
         er = V.error_rate(recent)
         u = plan.users_at(elapsed)
         active = [f.spec.name for f in self.faults if f.applied and not f.reverted]
         return {"name": self.exp.name, "elapsed": elapsed, "total": plan.duration, "users": u[0] if u else 0,
-                "requests": len(self.records), "rolling_p95": V.fmt_s(p95), "error_rate": V.fmt_pct(er),
+                "requests": self.num_records, "rolling_p95": V.fmt_s(p95), "error_rate": V.fmt_pct(er),
                 "active_faults": ", ".join(active) or "none",
                 "instances": " ".join(f"{i.id}:{i.state}" for i in self.target.all_instances())}
 
@@ -361,8 +371,8 @@ class Runner:
                 self.load.stop(grace=1.0 if fast() else 5.0)
             else:
                 self.load._reap(1.0)
-            self.records = self.records + self.load.new_records()
-            self.journal.write("load_stopped", records=len(self.records))
+            self._take(self.load.new_records())
+            self.journal.write("load_stopped", records=self.num_records)
         if self.target is not None:
             if self.target.starts_processes and not self.should_stop():
                 health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
