@@ -164,6 +164,10 @@ class Masker:
         self.secrets = [s for s in secrets if len(s) >= MIN_MASKED_TEXT]
         self.key_env = key_env
 
+    def with_secret(self, value: str) -> Masker:
+        """The same mask, scrubbing one more value (a run's own secret: its fault token)."""
+        return Masker([*self.secrets, value], self.key_env)
+
     def _values(self) -> list[str]:
         key = os.environ.get(self.key_env) if self.key_env else None
         vals = self.secrets + ([key] if key and len(key) >= MIN_MASKED_TEXT else [])

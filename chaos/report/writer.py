@@ -56,6 +56,9 @@ def markdown(r: dict, steps: list) -> str:
             state += f" at {f['applied_at'] - r['load_started']:.1f}s" if f.get("applied_at") and r.get(
                 "load_started") else ""
             state += ", reverted" if f["reverted"] else ", NOT reverted"
+        for what in ("apply_error", "revert_error"):
+            if f.get(what):
+                state += f"; {what.split('_')[0]} error: {f[what]}"
         lines.append(f"- `{f['name']}`: {f['description']} ({state})")
     if not r["faults"]:
         lines.append("- none")

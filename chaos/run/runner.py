@@ -175,7 +175,7 @@ class Runner:
         self.target = make_target(self.exp.target, self.run_dir)
         token = getattr(self.target, "fault_token", None)
         if token:  # one more secret to mask, in a Masker of the run's own (the experiment's stays as it was)
-            self.mask = Masker([*self.mask.secrets, token], self.mask.key_env)
+            self.mask = self.mask.with_secret(token)
         self.target.on_spawn = self._journal_spawn
         self.target.clock = self.now  # up_since on the records' clock
         self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
