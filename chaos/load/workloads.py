@@ -60,11 +60,11 @@ class TokenCounter:
 
     def count_chat(self, messages: list[dict]) -> int:
         if self.kind == "byte":
-            return len(self._tok.apply_chat_template(messages))
+            return self._tok.count_chat(messages)  # what the reference server counts, without building the ids
         return sum(self.count_text(m["content"]) + 4 for m in messages) + 3
 
     def count_prompt(self, prompt: str) -> int:
-        return len(self._tok.encode(prompt)) if self.kind == "byte" else self.count_text(prompt)
+        return self._tok.count(prompt) if self.kind == "byte" else self.count_text(prompt)
 
     def bytes_for(self, tokens: int) -> int:
         return tokens if self.kind == "byte" else tokens * 4

@@ -17,6 +17,18 @@ def test_chat_template_is_chatml_with_open_assistant_turn():
     assert bytes(i for i in ids if i < 256).endswith(b"user\nhi\nassistant\n")
 
 
+def test_counts_equal_the_lengths_of_what_encoding_builds():
+    # count and count_chat (the server's context check, the load's input_tokens) must agree with the ids
+    tok = ByteTokenizer()
+    for text in ("", "a", "héllo, 世界 🎉", "x" * 300):
+        assert tok.count(text) == len(tok.encode(text))
+        assert tok.count(text, add_bos=False) == len(tok.encode(text, add_bos=False))
+    for messages in ([{"role": "user", "content": "hi"}],
+                     [{"role": "system", "content": "be brief"}, {"role": "user", "content": "世界"},
+                      {"role": "assistant", "content": ""}, {"role": "tool", "content": "🎉" * 7}]):
+        assert tok.count_chat(messages) == len(tok.apply_chat_template(messages))
+
+
 def test_incremental_decoder_holds_back_split_utf8():
     dec = IncrementalDecoder()
     pieces = [dec.feed(b) for b in "世".encode()]
