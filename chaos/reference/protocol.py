@@ -100,18 +100,20 @@ def _show(v) -> str:
 
 # -- fields -------------------------------------------------------------------------------------------------
 
-def _number(body: dict, name: str, default: float, lo: float, hi: float, lo_open: bool = False) -> float:
+def _number(body: dict, name: str, default: float, lo: float, hi: float, lo_open: bool = False,
+            param: str | None = None) -> float:
     v = body.get(name)
     if v is None:
         return default
+    param = param or name
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise invalid(name, f"{name} must be a number, got {_show(v)}", "invalid_type")
+        raise invalid(param, f"{param} must be a number, got {_show(v)}", "invalid_type")
     if not _finite(v):  # 1e999 parses as infinity
-        raise invalid(name, f"{name} must be a finite number, got {_show(v)}", "invalid_value")
+        raise invalid(param, f"{param} must be a finite number, got {_show(v)}", "invalid_value")
     if (v <= lo if lo_open else v < lo) or v > hi:
         lo_s = f"greater than {lo}" if lo_open else f"at least {lo}"
         code = "decimal_above_max_value" if v > hi else "decimal_below_min_value"
-        raise invalid(name, f"{name} must be {lo_s} and at most {hi}, got {_show(v)}", code)
+        raise invalid(param, f"{param} must be {lo_s} and at most {hi}, got {_show(v)}", code)
     return float(v)
 
 
@@ -201,11 +203,9 @@ def _unsupported(body: dict, kind: str, vocab_size: int) -> None:
         if not (key.isascii() and key.isdigit() and len(key) < 10 and int(key) < vocab_size):
             raise invalid("logit_bias", f"logit_bias keys must be token ids in [0, {vocab_size}), got "
                                         f"{_show(key)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise invalid(param, f"{param} must be a number, got {_show(value)}", "invalid_type")
-        if not (_finite(value) and LOGIT_BIAS[0] <= value <= LOGIT_BIAS[1]):
-            raise invalid(param, f"{param} must be in [{LOGIT_BIAS[0]:g}, {LOGIT_BIAS[1]:g}], got {_show(value)}",
-                          "decimal_above_max_value" if value > 0 else "decimal_below_min_value")
+        if value is None:
+            raise invalid(param, f"{param} must be a number, got null", "invalid_type")
+        _number(bias, key, 0.0, *LOGIT_BIAS, param=param)
     if bias:
         raise invalid("logit_bias", "logit_bias is not implemented by this server; omit it or send {}",
                       "unsupported_value")
