@@ -1,5 +1,5 @@
-"""Small helpers that several packages need: durations, percentages, Retry-After, loopback addresses, the fault
-token's names, stopping a process group.
+"""Small helpers that several packages need: durations, percentages, Retry-After, OpenAI's error shape, loopback
+addresses, the fault token's names, stopping a process group.
 
 Standard library and psutil only, and nothing else of the toolkit: the bundled reference server
 (chaos/reference/) imports this module and nothing else outside its own package, so lifting the server out
@@ -83,6 +83,19 @@ def retry_after_headers(seconds: float) -> dict[str, str]:
     """Retry-After in whole seconds rounded up (a client that waits what it says never comes back early; at
     least 1), and retry-after-ms exact."""
     return {"retry-after": str(max(1, math.ceil(seconds - 1e-9))), "retry-after-ms": str(max(0, round(seconds * 1000)))}
+
+
+# -- OpenAI's error shape ------------------------------------------------------------------------------------
+
+def openai_error(message: str, type_: str = "server_error", code: str | None = None, param: str | None = None) -> dict:
+    """The body every OpenAI-compatible error carries: the reference server, its gateway and the LLM fault proxy
+    all answer in it, so a client's error handling sees one shape whichever of them answered."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def error_type_for(status: int) -> str:
+    """OpenAI's error.type for an HTTP status."""
+    return "requests" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
 
 
 # -- addresses and the fault token ------------------------------------------------------------------------
