@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ..common import error_type_for, openai_error
 from .engine.sequence import SEED_MAX, SEED_MIN, SamplingParams
 from .serving import json_content_type_error
 from .tokenizer import ByteTokenizer
@@ -26,14 +27,15 @@ MAX_JSON_DEPTH = 64  # OpenAI bodies nest a few levels; deeper is refused before
 
 
 class APIError(Exception):
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+    def __init__(self, status: int, message: str, type: str | None = None,
                  param: str | None = None, code: str | None = None, headers: dict | None = None):
         super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.type = type or error_type_for(status)  # the gateway's rule too (gateway/errors.py)
         self.headers = headers or {}
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return openai_error(self.message, self.type, self.code, self.param)
 
 
 def invalid(param: str | None, message: str, code: str | None = "invalid_value") -> APIError:

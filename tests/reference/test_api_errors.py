@@ -104,6 +104,17 @@ def test_unknown_route_and_method_are_openai_shaped(server):
     assert request(server.base_url, "GET", "/v1/completions")[0] == 405
 
 
+def test_error_body_is_common_openai_error_field_for_field(server):
+    """The server answers in chaos.common's one shape: same keys in the same order, nothing more."""
+    from chaos.common import openai_error
+
+    status, _, body = post(server.base_url, "/v1/completions", {"model": "gpt-9", "prompt": "hi"})
+    err = body["error"]
+    want = openai_error(err["message"], "invalid_request_error", "model_not_found", "model")
+    assert status == 404 and list(body.items()) == list(want.items())
+    assert list(err) == ["message", "type", "param", "code"]
+
+
 def test_special_characters_and_repetition_are_served(server):
     for prompt in ["\x00\x01\u202e\ud7ff" + "💥" * 20, "ha" * 400, "<|im_end|></s>"]:
         status, _, body = post(server.base_url, "/v1/completions", {"model": M, "prompt": prompt, "max_tokens": 4})

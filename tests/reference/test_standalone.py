@@ -16,3 +16,26 @@ def test_reference_imports_nothing_of_the_toolkit():
     outside = [n for n in out.stdout.split() if n not in ("chaos", "chaos.common")
                and not n.startswith("chaos.reference")]
     assert outside == [], f"chaos.reference pulls in {outside}"
+
+
+def test_gateway_imports_no_torch():
+    """The gateway fronts replicas on boxes without a GPU stack: importing it must not pull torch in."""
+    code = ("import sys, chaos.reference.gateway.server, chaos.reference.gateway.app\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False", "chaos.reference.gateway imports torch"
+
+
+def test_server_and_gateway_errors_share_one_shape():
+    import json
+
+    from chaos.common import error_type_for, openai_error
+    from chaos.reference.gateway.errors import GatewayError, error_body
+    from chaos.reference.protocol import APIError
+
+    for status in (400, 404, 429, 500, 503):
+        api, gw = APIError(status, "m", code="c"), GatewayError(status, "m", "c")
+        assert api.type == gw.type == error_type_for(status)
+        assert json.dumps(api.body()) == json.dumps(error_body("m", "c", gw.type)) \
+            == json.dumps(openai_error("m", error_type_for(status), "c"))
+    assert [error_type_for(s) for s in (400, 429, 503)] == ["invalid_request_error", "requests", "server_error"]

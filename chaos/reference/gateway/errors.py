@@ -14,7 +14,7 @@ import uuid
 
 from aiohttp import web
 
-from ...common import retry_after_headers
+from ...common import error_type_for, openai_error, retry_after_headers
 from ..serving import route_error
 
 log = logging.getLogger("chaos.gateway")
@@ -25,13 +25,12 @@ class GatewayError(Exception):
                  param: str | None = None, retry_after: float | None = None):
         super().__init__(message)
         self.status, self.message, self.code, self.param = status, message, code, param
-        self.type = type_ or ("server_error" if status >= 500 else "requests" if status == 429
-                              else "invalid_request_error")
+        self.type = type_ or error_type_for(status)
         self.retry_after = retry_after
 
 
 def error_body(message: str, code: str, type_: str = "server_error", param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return openai_error(message, type_, code, param)
 
 
 def error_response(e: GatewayError, headers: dict) -> web.Response:
