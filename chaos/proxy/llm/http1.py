@@ -1,0 +1,227 @@
+"""Just enough HTTP/1.1 for a reverse proxy: heads, bodies by Content-Length / chunked / close, one upstream pool.
+
+Written on asyncio streams rather than aiohttp because the relay must add well under a millisecond to a stream's
+first token: no per-chunk parsing, no header objects beyond a list of pairs, a body relayed as the bytes arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+HEAD_LIMIT = 64 * 1024  # request or response head; past it 431/502
+PIECE = 64 * 1024
+# RFC 9110 §7.6.1: meaningful for one connection only, never forwarded (plus whatever Connection lists).
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "transfer-encoding", "upgrade"})
+
+
+class HTTPError(Exception):
+    """A malformed message: status is what to answer the client with (when it was the client's)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(slots=True)
+class Head:
+    """A parsed request or response head. headers: (name, value) pairs in order, names as sent."""
+
+    first: tuple[str, str, str]  # (method, target, version) or (version, status, reason)
+    headers: list[tuple[str, str]]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return default
+
+    def tokens(self, name: str) -> set[str]:
+        """Comma-separated tokens of every header of that name, lower-cased (Connection, Transfer-Encoding)."""
+        name = name.lower()
+        return {t.strip().lower() for k, v in self.headers if k.lower() == name for t in v.split(",") if t.strip()}
+
+    def end_to_end(self, drop: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+        """The headers a proxy forwards: hop-by-hop ones and those Connection names removed, and drop."""
+        skip = HOP_BY_HOP | self.tokens("connection") | {d.lower() for d in drop}
+        return [(k, v) for k, v in self.headers if k.lower() not in skip]
+
+
+def parse_head(raw: bytes, request: bool) -> Head:
+    try:
+        text = raw.decode("latin-1")
+    except UnicodeDecodeError:  # latin-1 decodes anything; kept for clarity of intent
+        raise HTTPError("head is not text") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or (request and len(parts) != 3):
+        raise HTTPError(f"bad {'request' if request else 'status'} line {lines[0][:80]!r}", 400 if request else 502)
+    if request:
+        if not parts[2].startswith("HTTP/1."):
+            raise HTTPError(f"unsupported protocol {parts[2][:20]!r}: this proxy speaks HTTP/1.0 and 1.1", 505)
+        first = (parts[0], parts[1], parts[2])
+    else:
+        if not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise HTTPError(f"bad status line {lines[0][:80]!r}", 502)
+        first = (parts[0], parts[1], parts[2] if len(parts) > 2 else "")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise HTTPError(f"bad header line {line[:80]!r}", 400 if request else 502)
+        headers.append((name, value.strip()))
+    return Head(first, headers)
+
+
+async def read_head(reader: asyncio.StreamReader, request: bool) -> Head | None:
+    """The next head, or None at a clean EOF before any byte of it."""
+    try:
+        raw = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as e:
+        if not e.partial.strip():
+            return None
+        raise HTTPError("connection closed inside a message head", 400 if request else 502) from None
+    except asyncio.LimitOverrunError:
+        raise HTTPError(f"message head over {HEAD_LIMIT} bytes", 431 if request else 502) from None
+    return parse_head(raw[:-4].lstrip(b"\r\n"), request)
+
+
+def body_framing(head: Head, request: bool, method: str = "GET") -> tuple[str, int]:
+    """('length', n), ('chunked', 0), ('close', 0) or ('none', 0), per RFC 9112 §6.3."""
+    if not request:
+        status = int(head.first[1])
+        if method == "HEAD" or status < 200 or status in (204, 304):
+            return "none", 0
+    te = head.tokens("transfer-encoding")
+    if te:
+        if "chunked" not in te:
+            raise HTTPError(f"transfer-encoding {sorted(te)} without chunked", 400 if request else 502)
+        return "chunked", 0
+    cl = head.get("content-length")
+    if cl is not None:
+        if not cl.strip().isdigit():
+            raise HTTPError(f"bad content-length {cl[:20]!r}", 400 if request else 502)
+        return "length", int(cl)
+    return ("none", 0) if request else ("close", 0)
+
+
+async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int]):
+    """The payload bytes as they arrive (chunked framing removed). Raises IncompleteReadError on a short body."""
+    kind, n = framing
+    if kind == "length":
+        while n > 0:
+            piece = await reader.read(min(n, PIECE))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"", n)
+            n -= len(piece)
+            yield piece
+    elif kind == "chunked":
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise HTTPError(f"bad chunk size line {line[:40]!r}", 502) from None
+            if size == 0:
+                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass  # trailers: dropped (hop-by-hop in practice)
+                return
+            data = await reader.readexactly(size + 2)
+            yield data[:-2]
+    elif kind == "close":
+        while piece := await reader.read(PIECE):
+            yield piece
+
+
+async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limit: int) -> bytes:
+    parts, total = [], 0
+    async for piece in iter_body(reader, framing):
+        total += len(piece)
+        if total > limit:
+            raise HTTPError(f"body over {limit} bytes", 413)
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def encode_head(first: str, headers: list[tuple[str, str]]) -> bytes:
+    return (first + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode("latin-1")
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+@dataclass(slots=True)
+class Upstream:
+    """Where requests go: scheme, host, port, base path (kept as a prefix) and the Host header to send."""
+
+    url: str
+    scheme: str = field(init=False)
+    host: str = field(init=False)
+    port: int = field(init=False)
+    base: str = field(init=False)
+    host_header: str = field(init=False)
+
+    def __post_init__(self):
+        u = urlsplit(self.url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"upstream {self.url!r}: give an http:// or https:// URL such as http://127.0.0.1:8000")
+        if u.query or u.fragment:
+            raise ValueError(f"upstream {self.url!r}: no query or fragment; a base path such as /api/v3 is fine")
+        self.scheme, self.host = u.scheme, u.hostname
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.base = u.path.rstrip("/")
+        default = self.port == (443 if u.scheme == "https" else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if default else f"{host}:{self.port}"
+
+
+class Pool:
+    """Kept-alive connections to the one upstream. A connection goes back only after a complete response that
+    did not say close; anything cut short is closed, never reused."""
+
+    def __init__(self, upstream: Upstream, max_idle: int = 256):
+        self.upstream = upstream
+        self.max_idle = max_idle
+        self.idle: collections.deque = collections.deque()
+        self.opened = 0  # connections ever opened: what a test of reuse looks at
+        self._ssl = ssl.create_default_context() if upstream.scheme == "https" else None
+
+    async def get(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """(reader, writer, reused)."""
+        while self.idle:
+            r, w = self.idle.pop()
+            # A connection the upstream closed (or wrote to unasked) while idle is no use.
+            if w.is_closing() or r.at_eof() or r._buffer:  # noqa: SLF001 - no public peek in asyncio
+                w.close()
+                continue
+            return r, w, True
+        u = self.upstream
+        r, w = await asyncio.open_connection(u.host, u.port, ssl=self._ssl, limit=HEAD_LIMIT,
+                                             server_hostname=u.host if self._ssl else None)
+        self.opened += 1
+        return r, w, False
+
+    def put(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        if len(self.idle) >= self.max_idle or w.is_closing():
+            w.close()
+            return
+        self.idle.append((r, w))
+
+    def close(self) -> None:
+        while self.idle:
+            self.idle.pop()[1].close()
+
+
+class UpstreamError(Exception):
+    """The upstream failed (refused, reset, a malformed answer): a 502 if nothing went to the client yet."""

@@ -1,0 +1,337 @@
+"""LLMProxy: the listening side, one task per client connection, and the relay of each request to the upstream.
+
+The no-fault path relays heads and body bytes as they come (chunk framing re-done, nothing else parsed); the
+SSE stream is split into events only when a stream or content fault applies to the request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+from chaos.common import FAULT_TOKEN_HEADER, openai_error
+
+from . import admin
+from .base import Run
+from .http1 import HEAD_LIMIT, HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_body, read_head
+from .relay import relay_response
+from .rules import Request, Rule, RuleError
+
+BUFFER_LIMIT = 4 * 1024 * 1024  # request bodies up to this are read whole (matching, retry on a stale connection)
+IDLE_S = 300.0  # a kept-alive client connection with no request for this long is closed
+MAX_REQUESTS = 100_000  # per client connection
+
+
+class _ClientProtocol(asyncio.StreamReaderProtocol):
+    """A client's connection. When the client goes (FIN or reset) while a request is in flight, that request's
+    task is cancelled at once: the upstream request is abandoned, its connection closed, never pooled."""
+
+    def __init__(self, cb):
+        super().__init__(asyncio.StreamReader(limit=HEAD_LIMIT), cb)
+        self.task: asyncio.Task | None = None
+        self.busy = False
+        self.gone = False
+
+    def _left(self):
+        self.gone = True
+        if self.busy and self.task is not None:
+            self.busy = False
+            self.task.cancel()
+
+    def eof_received(self):
+        out = super().eof_received()
+        self._left()
+        return out
+
+    def connection_lost(self, exc):
+        super().connection_lost(exc)
+        self._left()
+
+
+class Exchange:
+    """One client request on its way: what answers and fault effects need of it."""
+
+    def __init__(self, proxy, writer, version: str, keep: bool, request: Request, runs: list[Run]):
+        self.proxy, self.writer, self.version, self.keep = proxy, writer, version, keep
+        self.request, self.runs = request, runs
+        self.pass_on = False  # set by an answer effect that decided to let the request through after all
+        self.answered = False
+
+    def fault_headers(self) -> list[tuple[str, str]]:
+        return [("x-chaos-fault", r.tag) for r in self.runs]
+
+    def base_headers(self) -> list[tuple[str, str]]:
+        h = self.fault_headers()
+        if self.request.request_id:
+            h.append(("x-request-id", self.request.request_id))
+        if not self.keep:
+            h.append(("Connection", "close"))
+        return h
+
+    async def respond(self, status: int, body: bytes, headers: list[tuple[str, str]],
+                      content_type: str = "application/json") -> None:
+        self.answered = True
+        hs = [("Content-Type", content_type), ("Content-Length", str(len(body))), *headers, *self.base_headers()]
+        self.writer.write(encode_head(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", hs) + body)
+        await self.writer.drain()
+
+    def quiet(self) -> None:
+        """We close the client connection ourselves now: that is not the client leaving."""
+        self.keep = False
+        self.writer.transport.get_protocol().busy = False
+
+    def drop(self) -> None:
+        """Close the client's connection without a response."""
+        self.answered = True
+        self.quiet()
+        self.writer.close()
+
+
+_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
+            429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
+
+
+class LLMProxy:
+    """An HTTP/1.1 reverse proxy to one upstream, with fault rules driven by add_rule/remove_rule or /__chaos/."""
+
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                 log_path: str | None = None):
+        self.upstream = Upstream(upstream)
+        self.host, self.port = host, port
+        self.token = token or None
+        self.log_path = log_path
+        self.pool = Pool(self.upstream)
+        self._rules: dict[str, Rule] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
+        self._log = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- lifecycle and rules -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        if self.log_path:
+            self._log = open(self.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        self._server = await self._loop.create_server(lambda: _ClientProtocol(self._on_client), self.host,
+                                                      self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        self.pool.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def add_rule(self, spec: dict) -> Rule:
+        """Store a rule (RuleError: a bad field; KeyError: the name exists)."""
+        rule = Rule(spec)
+        if rule.name in self._rules:
+            raise KeyError(f"a rule named {rule.name!r} exists: DELETE /__chaos/faults/{rule.name} first")
+        self._rules[rule.name] = rule
+        return rule
+
+    def remove_rule(self, name: str) -> None:
+        """Stop the rule, also where it acts on requests in flight. KeyError if there is none of that name."""
+        rule = self._rules.pop(name)
+        self._call(rule.remove)
+
+    def clear_rules(self) -> None:
+        for name in list(self._rules):
+            self.remove_rule(name)
+
+    def rules(self) -> list[Rule]:
+        return list(self._rules.values())
+
+    def get_rule(self, name: str) -> Rule | None:
+        return self._rules.get(name)
+
+    def _call(self, fn) -> None:
+        # rule.remove sets an asyncio.Event: from another thread (a test, an embedding app) it goes via the loop.
+        if self._loop is not None and self._thread != threading.get_ident() and self._loop.is_running():
+            self._loop.call_soon_threadsafe(fn)
+        else:
+            fn()
+
+    def _log_runs(self, req: Request, runs: list[Run]) -> None:
+        if self._log is None:
+            return
+        for r in runs:
+            self._log.write(json.dumps({"t": round(time.time(), 6), "request_id": req.request_id,
+                                        "fault": r.rule.name, "effect": r.effect.name,
+                                        "detail": r.detail or "applied (nothing to act on in this answer)",
+                                        "method": req.method, "path": req.path}) + "\n")
+
+    # -- one client connection ---------------------------------------------------------------------------
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        proto: _ClientProtocol = writer.transport.get_protocol()
+        proto.task = asyncio.current_task()
+        self._tasks.add(proto.task)
+        try:
+            for _ in range(MAX_REQUESTS):
+                try:
+                    async with asyncio.timeout(IDLE_S):
+                        head = await read_head(reader, True)
+                except HTTPError as e:
+                    await _send_json(writer, e.status, {"error": str(e)}, keep=False)
+                    break
+                if head is None or proto.gone:
+                    break
+                proto.busy = True
+                keep = await self._exchange(reader, writer, head)
+                proto.busy = False
+                if not keep or proto.gone:
+                    break
+        except (asyncio.CancelledError, TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client left or idled out (or we are stopping): nothing to answer
+        finally:
+            proto.busy = False
+            self._tasks.discard(proto.task)
+            writer.close()
+
+    async def _exchange(self, reader, writer, head) -> bool:
+        method, target, version = head.first
+        keep = version == "HTTP/1.1" and "close" not in head.tokens("connection")
+        if target.startswith(("http://", "https://")):  # absolute form: the path is what we route on
+            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
+        path = target.split("?", 1)[0]
+        try:
+            framing = body_framing(head, True)
+            if "100-continue" in head.tokens("expect"):
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we read the body ourselves, so we say go on
+            if admin.is_admin(path):
+                body = await read_body(reader, framing, 1024 * 1024)
+                status, obj = admin.handle(self, method, path, head.get(FAULT_TOKEN_HEADER), body)
+                await _send_json(writer, status, obj, keep)
+                return keep
+            if framing[0] == "length" and framing[1] <= BUFFER_LIMIT:
+                body = await reader.readexactly(framing[1]) if framing[1] else b""
+            elif framing[0] == "chunked":
+                body = await read_body(reader, framing, BUFFER_LIMIT)
+            elif framing[0] == "none":
+                body = None
+            else:
+                body = ...  # a large Content-Length body: streamed to the upstream as it comes
+        except HTTPError as e:
+            await _send_json(writer, e.status, openai_error(str(e), "invalid_request_error"), keep=False)
+            return False
+        except RuleError as e:
+            await _send_json(writer, 400, {"error": str(e)}, keep)
+            return keep
+        req = Request(method, path, head.get("x-request-id"), body if isinstance(body, bytes) else None)
+        runs = [Run(r, r.effect) for r in list(self._rules.values()) if r.consider(req)] if self._rules else []
+        ex = Exchange(self, writer, version, keep, req, runs)
+        try:
+            return await self._forward(reader, head, target, framing, body, ex)
+        finally:
+            if runs:
+                self._log_runs(req, runs)
+
+    async def _forward(self, reader, head, target, framing, body, ex: Exchange) -> bool:
+        runs = ex.runs
+        for run in runs:
+            if run.effect.kind == "request" and run.active:
+                await run.effect.before(run, ex)
+        for run in runs:
+            if run.effect.kind == "answer" and run.active:
+                await run.effect.answer(run, ex)
+                if ex.answered:
+                    # the other rules did not get to act: say so in their log lines, keep them out of the header
+                    return ex.keep
+        paced = next((run.effect.pace(run) for run in runs if run.effect.kind == "request" and run.effect.pace(run)),
+                     None)
+        alters = any(r.effect.kind in ("stream", "content") for r in runs)
+        u = self.upstream
+        drop = ("host", "content-length", "expect") + (("accept-encoding",) if alters else ())
+        hs = head.end_to_end(drop) + [("Host", u.host_header)]
+        if alters:
+            hs.append(("Accept-Encoding", "identity"))  # the faults read the text: no gzip on this one
+        if body is ...:
+            hs.append(("Content-Length", str(framing[1])))
+        elif body is not None:
+            hs.append(("Content-Length", str(len(body))))
+        out_head = encode_head(f"{head.first[0]} {u.base}{target} HTTP/1.1", hs)
+        for attempt in range(2):
+            try:
+                r, w, reused = await self._connect()
+            except UpstreamError as e:
+                return await self._bad_gateway(ex, e)
+            ok = False
+            try:
+                try:
+                    if paced is not None:
+                        w.write(out_head)
+                        await paced(w, _pieces(reader, framing, body))
+                    elif body is ...:
+                        w.write(out_head)
+                        async for piece in iter_body(reader, framing):
+                            w.write(piece)
+                            await w.drain()
+                    else:
+                        w.write(out_head + body if body else out_head)
+                    await w.drain()
+                    resp = await read_head(r, False)
+                    while resp is not None and resp.first[1].startswith("1") and resp.first[1] != "101":
+                        resp = await read_head(r, False)  # 100 Continue and friends: ours to swallow
+                    if resp is None:
+                        raise ConnectionResetError("the upstream closed the connection without answering")
+                except (OSError, asyncio.IncompleteReadError, HTTPError) as e:
+                    if reused and attempt == 0 and (body is None or isinstance(body, bytes)) and paced is None \
+                            and not isinstance(e, HTTPError):
+                        continue  # a kept-alive connection the upstream had closed: once more on a fresh one
+                    raise UpstreamError(f"{type(e).__name__}: {e}") from None
+                ok, result = await relay_response(r, resp, head.first[0], ex)
+                return result
+            except UpstreamError as e:
+                return await self._bad_gateway(ex, e)
+            finally:
+                if ok:
+                    self.pool.put(r, w)
+                else:
+                    w.close()
+        return False  # not reached: the second attempt returns
+
+    async def _bad_gateway(self, ex: Exchange, e: Exception) -> bool:
+        if ex.answered:
+            return False  # the head went out already: all that is left is to close
+        body = openai_error(f"llm-chaos proxy: the upstream {self.upstream.url} failed: {e}", "server_error",
+                            "upstream_error")
+        ex.runs = [r for r in ex.runs if r.detail]
+        await ex.respond(502, json.dumps(body).encode(), [])
+        return ex.keep
+
+    async def _connect(self):
+        try:
+            return await self.pool.get()
+        except OSError as e:
+            raise UpstreamError(f"cannot connect to {self.upstream.host}:{self.upstream.port}: {e}") from None
+
+async def _pieces(reader, framing, body):
+    if body is ...:
+        async for piece in iter_body(reader, framing):
+            yield piece
+    elif body:
+        yield body
+
+
+async def _send_json(writer, status: int, obj, keep: bool) -> None:
+    body = b"" if obj is None else json.dumps(obj).encode()
+    hs = [] if obj is None else [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    if status == 204:
+        hs = []
+    if not keep:
+        hs.append(("Connection", "close"))
+    writer.write(encode_head(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", hs) + body)
+    await writer.drain()
