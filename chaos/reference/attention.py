@@ -8,9 +8,9 @@ per block, not one per position). Decodes (one query each) run as one padded bat
 prefill chunks run one sequence at a time with a causal mask offset by the context
 already cached (chunked prefill and prefix-cache hits).
 
-Decode has two kernels with the same inputs: "torch" (the gather above, then SDPA; any
-device) and "triton" (triton_attention.py: reads the cache in place, for CUDA, and the
-one CUDA graphs capture).
+Decode has two kernels with the same inputs: "torch" (decode_gather.py: the gather above,
+then SDPA; any device) and "triton" (triton_attention.py: reads the cache in place, for
+CUDA, and the one CUDA graphs capture).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from .decode_gather import decode_by_gather
 
 
 @dataclass(slots=True)
@@ -83,15 +85,3 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
         out[s:s + n] = op.squeeze(0).transpose(0, 1)
     return out
 
-
-def decode_by_gather(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, block_tables: torch.Tensor,
-                  context_lens: torch.Tensor, gqa: bool) -> torch.Tensor:
-    """q: [B, Hq, D]; kb, vb: [num_blocks, block_size, Hkv, D]. Gathers each context, then one SDPA."""
-    b, nb = block_tables.shape
-    bs = kb.shape[1]
-    flat = block_tables.flatten()
-    kd = kb.index_select(0, flat).view(b, nb * bs, *kb.shape[2:]).transpose(1, 2)  # [B, Hkv, L, D]
-    vd = vb.index_select(0, flat).view(b, nb * bs, *vb.shape[2:]).transpose(1, 2)
-    mask = torch.arange(nb * bs, device=q.device).unsqueeze(0) < context_lens.unsqueeze(1)  # [B, L]
-    od = F.scaled_dot_product_attention(q.unsqueeze(2), kd, vd, attn_mask=mask.view(b, 1, 1, -1), enable_gqa=gqa)
-    return od.squeeze(2)

@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .decode_gather import decode_by_gather
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once, as triton.jit does
 
 
@@ -144,9 +146,7 @@ class DecodeCase:
         return paged_decode(self.q, self.k, self.v, self.tables, self.lens, self.block_size)
 
     def gather(self, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """The torch path (attention.decode_by_gather), in the case's dtype or the one given."""
-        from .attention import decode_by_gather
-
+        """The torch path (decode_gather.decode_by_gather), in the case's dtype or the one given."""
         dtype = dtype or self.q.dtype
         kb, vb = (t.view(self.num_blocks, self.block_size, *t.shape[1:]).to(dtype) for t in (self.k, self.v))
         return decode_by_gather(self.q.to(dtype), kb, vb, self.tables, self.lens, self.q.shape[1] != self.k.shape[1])
