@@ -52,6 +52,14 @@ def target_checks(doc: Located, base: Path) -> list[str]:
     for p in base:
         d = d[p]
     kind, remote_ok = d.get("kind"), d.get("allow_remote", False) is True
+    if d.get("links"):
+        from ..targets.links import link_names
+
+        names = link_names(d, kind, d.get("replicas", 1))
+        for i, link in enumerate(d["links"]):
+            if link not in names:
+                problems.append(doc.problem(base + ("links", i), f"no link {link!r}; this target has "
+                                                                 f"{', '.join(names)}"))
     if kind == "reference":
         for i, host in _host_args(d.get("args") or []):
             if host is None:
@@ -146,10 +154,29 @@ def semantic_checks(doc: Located, target) -> list[str]:
         if isinstance(inst, int) and inst >= target.replicas:
             problems.append(doc.problem(("faults", i, "instance"), f"instance {inst} does not exist: the target "
                                                                    f"has {target.replicas} (0-{target.replicas - 1})"))
-        if f.get("count", 1) > target.replicas:
+        if f.get("count", 1) > target.replicas and f["type"] in ("kill_instance", "pause_instance"):
             problems.append(doc.problem(("faults", i, "count"), f"count {f['count']} exceeds the "
                                                                 f"{target.replicas} instances"))
+        problems += _link_checks(doc, target, i, f)
     return problems
+
+
+def _link_checks(doc: Located, target, i: int, f: dict) -> list[str]:
+    """A fault on a link: the link exists, and a network fault has plain TCP under it."""
+    from ..faults import FAULT_TYPES
+    from ..targets.links import link_names
+
+    family = getattr(FAULT_TYPES.get(f["type"]), "family", None)
+    if family is None:
+        return []
+    link, names = f.get("link", "client"), link_names(target.settings, target.kind, target.replicas)
+    if link not in names:
+        return [doc.problem(("faults", i, "link"), f"no link {link!r}; this target has {', '.join(names)}")]
+    if family == "network" and target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
+        return [doc.problem(("faults", i, "type"), f"{f['type']} is a network fault (plain TCP, through Toxiproxy) "
+                                                   f"and {target.settings['base_url']} is https; use an LLM fault "
+                                                   f"(the L7 proxy speaks TLS upstream), or an http:// base_url")]
+    return []
 
 
 def run_would_build(doc: Located, target) -> list[str]:

@@ -71,7 +71,20 @@ IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the
 ALLOW_REMOTE = {"type": "boolean", "description": "allow a non-loopback address (default false): replicas "
                                                  "listening beyond 127.0.0.1, or a remote base_url"}
 STARTUP = duration(positive=True, maximum=3600)
-COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ignore_eos": IGNORE_EOS}
+LINK = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$",
+        "description": "a link of the target: client (in front of the whole target) or an instance id such as r1 "
+                       "(in front of that instance; behind a gateway, the gateway's way to it)"}
+TOXIPROXY = {"description": "the Toxiproxy server network faults go through (default: the bundled one, started "
+                            "by the run)",
+             "oneOf": [_obj({"url": {"type": "string", "pattern": "^http://"}}, ["url"],
+                            "a toxiproxy-server you run (container or host): its API URL"),
+                       _obj({"server": {"type": "string", "minLength": 1}}, ["server"],
+                            "a toxiproxy-server binary the run starts, journals and stops")]}
+COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ignore_eos": IGNORE_EOS,
+                 "toxiproxy": TOXIPROXY,
+                 "links": {"type": "array", "items": LINK, "maxItems": 64, "uniqueItems": True,
+                           "description": "links to put proxies on even where no fault names them (a baseline "
+                                          "through the same hops)"}}
 
 GATEWAY = _obj({
     "retries": integer(0, 5),
@@ -172,6 +185,39 @@ FAULTS = {
                         ["type", "at"], "the reference server's own fault hooks (slow steps, a hang, a KV cap, "
                                         "failing a fraction with 500)"),
 }
+
+
+
+def _setting(kind) -> dict:
+    if isinstance(kind, tuple):
+        return {"enum": list(kind)}
+    return {"s": DURATION, "ms": DURATION, "us": DURATION, "int": integer(0, 1_000_000_000),
+            "num": number(0, 1000, exclusive=True), "str": {"type": "string", "maxLength": 100_000},
+            "bool": BOOL}[kind]
+
+
+def _link_faults() -> dict:
+    from ..faults import llm, network
+
+    out = {}
+    link = {"link": LINK, "duration": POSITIVE}
+    for name, table in network.TOXICS.items():
+        out[name] = _obj({**FAULT_COMMON, **link, "stream": {"enum": ["downstream", "upstream"]}, "toxicity": PERCENT,
+                          **{k: _setting(kind) for k, (_, kind) in table.items()}},
+                         ["type", "at", *network.REQUIRED.get(name, [])], network.SUMMARIES[name])
+    out["link_down"] = _obj({**FAULT_COMMON, **link}, ["type", "at"], network.LinkDown.summary)
+    match = _obj({"method": {"type": "string", "maxLength": 16}, "path": {"type": "string", "pattern": "^/"},
+                  "model": {"type": "string"}, "stream": BOOL}, description="which requests (all by default)")
+    rule = {"probability": PERCENT, "seed": integer(0, 2**63 - 1), "count": integer(1, 1_000_000_000),
+            "occurrences": {"type": "array", "items": integer(1, 1_000_000_000), "minItems": 1, "maxItems": 1000},
+            "match": match}
+    for name, (_, table) in llm.LLM_FAULTS.items():
+        out[name] = _obj({**FAULT_COMMON, **link, **rule, **{k: _setting(kind) for k, (_, kind) in table.items()}},
+                         ["type", "at", *llm.REQUIRED.get(name, [])], llm.SUMMARIES[name])
+    return out
+
+
+FAULTS.update(_link_faults())
 
 FAULT = {"description": "a fault: type, when (at), and its own settings",
          "type": "object", "required": ["type", "at"],

@@ -13,13 +13,14 @@ HOOKS = ("step_delay_ms", "hang_s", "kv_block_cap", "fail_fraction")
 
 
 def _call(method: str, url: str, body: dict | None = None, token: str | None = None) -> str | None:
-    """None when the replica answered 200; else why not (its status and error code, or the connection error)."""
+    """None when it answered 2xx; else why not (its status and error code, or the connection error). For the
+    replicas' hooks and for the LLM proxies' rules alike."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json", **({FAULT_TOKEN_HEADER: token} if token else {})}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return None if r.status == 200 else f"HTTP {r.status}"
+            return None if 200 <= r.status < 300 else f"HTTP {r.status}"
     except urllib.error.HTTPError as e:
         code = None
         try:

@@ -104,6 +104,7 @@ def cmd_run(a) -> int:
         print(f"load: {json.dumps(exp.mask(exp.load))} for {exp.load_duration:g}s")
         for f in exp.faults:
             print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(exp.mask(f.params))}")
+        _print_links(exp)
         _warn(exp)
         print("valid; nothing started (--dry-run)")
         return 0
@@ -130,6 +131,25 @@ def cmd_run(a) -> int:
         print(json.dumps({"event": "result", "verdict": rep["verdict"], "exit_code": code,
                           "run_dir": runner.run_dir, "checks": rep["checks"]}))
     return code
+
+
+def _print_links(exp) -> None:
+    from ..targets.links import wanted_links
+
+    wanted = wanted_links(exp)
+    if not wanted:
+        return
+    tp = exp.target.settings.get("toxiproxy") or {}
+    engine = (f"the toxiproxy-server at {tp['url']}" if "url" in tp else f"{tp['server']} (started by the run)"
+              if "server" in tp else "the bundled Toxiproxy-compatible proxy (started by the run)")
+    gateway = exp.target.kind == "reference" and exp.target.settings.get("gateway") is not None
+    print("links (each a proxy on a free loopback port, from before the load to the end of the run):")
+    for link, families in sorted(wanted.items()):
+        where = ("in front of the whole target" if link == "client" else
+                 f"between the gateway and {link}" if gateway else f"in front of {link}")
+        parts = (["LLM proxy"] if "llm" in families else []) + ([f"Toxiproxy: {engine}"] if "network" in families
+                                                                 else [])
+        print(f"  {link:8s} {where}: {' → '.join(parts)}")
 
 
 def cmd_validate(a) -> int:
@@ -165,8 +185,16 @@ def _warn(exp, where: str | None = None) -> None:
 def cmd_list(a) -> int:
     if a.what == "faults":
         from ..faults import FAULT_TYPES
-        for name, cls in sorted(FAULT_TYPES.items()):
-            print(f"{name:<16} {cls.summary}")
+
+        families = {"instance": "instance faults (processes and containers the run started)",
+                    "network": "network faults on a link (Toxiproxy toxics; link: client or an instance id)",
+                    "llm": "LLM faults on a link (the SSE-aware proxy; probability, count, occurrences, match)"}
+        for family, title in families.items():
+            print(f"{title}:")
+            for name, cls in sorted(FAULT_TYPES.items()):
+                if getattr(cls, "family", "instance") == family:
+                    print(f"  {name:<19} {cls.summary}")
+        print("\nEach type's settings: `chaos schema` (JSON Schema), and docs/experiments.md.")
         return 0
     from ..experiment.loader import ExperimentError, read_file
 

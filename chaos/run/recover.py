@@ -12,6 +12,7 @@ import os
 
 from ..common import same_process
 from ..faults import FAULT_TYPES
+from ..targets.links import delete_journaled_proxies
 from .journal import Journal, read_journal
 from .procs import marked, run_id_for, stop_our_group, stop_processes
 
@@ -38,14 +39,20 @@ def recover(run_dir: str, log=print) -> list[str]:
             cls = FAULT_TYPES.get(e["type"])
             what = cls.undo_from_journal(e.get("plan") or {}) if cls else "unknown fault type"
             done.append(f"fault {e['fault']}: {what}")
-    # 2. Every process the journal names, by process group, if its start time still matches.
+    # 2. Proxies the run made on the user's own Toxiproxy server (which recover must not stop): deleted, with their
+    #    toxics. The bundled one and the LLM proxies are processes of the run, stopped below.
+    if not any(e["event"] == "links_removed" for e in events):
+        for e in events:
+            if e["event"] == "links_created":
+                done += delete_journaled_proxies(e)
+    # 3. Every process the journal names, by process group, if its start time still matches.
     for (pid, ctime), info in journaled_processes(events).items():
         pgid = info.get("pgid") or pid  # each was started in its own session: the pid leads the group
         if stop_our_group(pgid, ctime, run_id):
             done.append(f"stopped {info['what']} (process group {pgid})")
         elif _alive(pid) and not same_process(pid, ctime):
             done.append(f"left pid {pid} alone: it is another process now (the {info['what']}'s pid was reused)")
-    # 3. Whatever still carries the run's mark.
+    # 4. Whatever still carries the run's mark.
     left = marked(run_id)
     if left:
         names = ", ".join(f"{p.pid} ({_name(p)})" for p in left)

@@ -23,6 +23,7 @@ from ..experiment.variables import Masker
 from ..faults import FaultContext, FaultError, make_fault
 from ..load.driver import LoadError, LoadRun
 from ..targets import TargetError, make_target
+from ..targets.links import Links, wanted_links
 from ..verify import checks as V
 from .journal import Journal
 from .loadspec import load_config
@@ -183,6 +184,7 @@ class Runner:
         names = ", ".join(i.id for i in self.target.all_instances())
         self.view.event("target", f"starting {self.exp.target.kind} target: {names}")
         try:
+            self._links_up()
             self.target.up(self.should_stop)
         finally:
             # Journal what exists even if up failed half way, so recover can stop it.
@@ -190,6 +192,21 @@ class Runner:
         if self.should_stop():
             raise Interrupted()
         self.view.event("target", "healthy: " + ", ".join(f"{i.id} {i.url}" for i in self.target.all_instances()))
+
+    def _links_up(self) -> None:
+        """The links' proxies, before the target: a gateway is started pointing at its replicas' links."""
+        wanted = wanted_links(self.exp)
+        if not wanted:
+            return
+        links = Links(self.target, wanted, self.run_dir, run_tag=self.run_id[:8])
+        links.on_spawn = self._journal_spawn
+        links.on_created = lambda info: self.journal.write("links_created", **info)  # before any fault, fsynced
+        self.target.links = links
+        self.journal.write("links", links=links.describe())
+        links.up(self.should_stop)
+        self.journal.write("links_up", links=links.describe())
+        for line in links.summary():
+            self.view.event("link", line)
 
     def _start_load(self) -> None:
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
@@ -388,6 +405,10 @@ class Runner:
                     self.target.down(grace=0.5)
             finally:
                 self.journal.write("target_stopped")
+                if self.target.links is not None:
+                    problems = self.target.links.down(grace=0.5 if fast() else 2.0)
+                    self.notes += [f"{p}; run chaos recover {self.run_dir}" for p in problems]
+                    self.journal.write("links_removed", problems=problems)
             for t in late:
                 if t.is_alive():
                     self.notes.append(f"{t.name} did not end with the run; run chaos recover {self.run_dir}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -81,11 +82,19 @@ class Target:
         # runner journals it there, so a run killed while instances start still leaves their pids for recover.
         self.on_spawn = lambda inst: None
         self.clock = time.time  # for up_since: the runner sets its own, the one the load's records are on
+        # One per run, in memory and in the environment of what the run starts only (never argv, the journal or a
+        # log): the fault routes of its replicas and of its LLM proxies answer no one else on the machine.
+        self.fault_token = secrets.token_urlsafe(32)
+        self.links = None  # chaos.targets.links.Links, when faults sit on links: set before up()
+
+    def front(self, inst: Instance) -> str:
+        """Where a client of inst connects: through its link's proxies, when it has a link."""
+        return self.links.front(inst) if self.links is not None else inst.url
 
     @property
     def urls(self) -> list[str]:
         """Where the load goes."""
-        return [i.url for i in self.instances]
+        return [self.front(i) for i in self.instances]
 
     def all_instances(self) -> list[Instance]:
         """Every process or container this target runs (primaries, and for some kinds backups and a gateway)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 
 from ..common import FAULT_TOKEN_ENV, parse_duration, parse_percent
@@ -52,9 +51,6 @@ class ReferenceTarget(Target):
         super().__init__(spec, out_dir)
         s = spec.settings
         self.model = s.get("model_name", "chaos-reference")
-        # One per run, in memory and in the replicas' environment only (never argv, the journal or a log): anyone
-        # else on the machine who can reach a replica's port still cannot crash or hang it.
-        self.fault_token = secrets.token_urlsafe(32)
         self.allow_remote = spec.allow_remote
         for i in range(spec.replicas):
             port = free_port()
@@ -74,7 +70,7 @@ class ReferenceTarget(Target):
 
     @property
     def urls(self) -> list[str]:
-        return [self.gateway.url] if self.gateway else [i.url for i in self.instances]
+        return [self.front(self.gateway)] if self.gateway else [self.front(i) for i in self.instances]
 
     def all_instances(self) -> list[Instance]:
         return self.instances + self.backups + ([self.gateway] if self.gateway else [])
@@ -85,10 +81,10 @@ class ReferenceTarget(Target):
             cmd = [sys.executable, "-m", "chaos", "reference", "gateway", "--host", "127.0.0.1", "--port",
                    str(inst.port), "--drain-timeout", "5",
                    "--settings", json.dumps(gateway_settings(self.gateway_conf))]
-            for p in self.instances:
-                cmd += ["--upstream", f"{p.id}={p.url}"]
+            for p in self.instances:  # through each replica's link, where it has one
+                cmd += ["--upstream", f"{p.id}={self.front(p)}"]
             for b in self.backups:
-                cmd += ["--backup", f"{b.id}={b.url}"]
+                cmd += ["--backup", f"{b.id}={self.front(b)}"]
             return cmd + self._remote_args()
         if inst in self.backups:
             preset = (self.gateway_conf.get("backup") or {}).get("preset", "tiny")

@@ -159,10 +159,15 @@ def test_cli_validate_exit_codes_and_no_traceback(tmp_path):
 def test_schema_is_published_and_lists_fault_types():
     r = subprocess.run([sys.executable, "-m", "chaos", "schema"], capture_output=True, text=True)
     schema = json.loads(r.stdout)
-    assert schema["properties"]["faults"]["items"]["properties"]["type"]["enum"] == [
-        "kill_instance", "pause_instance", "server_hook"]
+    from chaos.faults import FAULT_TYPES
+
+    types = schema["properties"]["faults"]["items"]["properties"]["type"]["enum"]
+    assert types == sorted(FAULT_TYPES)  # every registered fault has a schema, and no schema lacks a fault
+    assert {"kill_instance", "pause_instance", "server_hook", "latency", "timeout", "link_down",
+            "rate_limit_storm", "stream_stall"} <= set(types)
     r = subprocess.run([sys.executable, "-m", "chaos", "list", "faults"], capture_output=True, text=True)
-    assert "kill_instance" in r.stdout and "pause_instance" in r.stdout
+    for name in ("kill_instance", "pause_instance", "latency", "stream_stall"):
+        assert name in r.stdout
 
 
 def test_published_schemas_are_valid_json_schema():

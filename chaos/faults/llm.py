@@ -1,0 +1,161 @@
+"""LLM faults: rules for the SSE-aware fault proxy on a link (chaos.proxy.llm): synthetic answers (429 storms, 5xx,
+hangs, dropped connections, broken bodies), faults on token streams (delays, stalls, cuts, resets, corrupt or
+duplicated chunks, an error event on a 200), altered content, and slow or delayed requests.
+
+apply adds one rule to each LLM proxy of the link over its admin API (the run's fault token); revert removes it,
+which also ends what it was doing to streams in flight (a stall ends, the stream goes on). Every request a rule
+touched is labelled in the load's records (the proxy's x-chaos-fault header, and its log by request id).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..common import parse_duration, parse_percent
+from .base import Fault, FaultContext, FaultError
+from .server_hook import _call
+
+# fault type -> (the proxy's effect, {setting: (the effect's param, kind)}); kind: s (a duration, sent in seconds),
+# int, num, str, bool, or an enum as a tuple. chaos/experiment/schema.py builds each type's schema from this.
+AFTER = {"after_tokens": ("after_tokens", "int")}
+LLM_FAULTS: dict[str, tuple[str, dict]] = {
+    "http_error": ("status", {"status": ("status", (400, 401, 403, 429, 500, 502, 503, 504)),
+                              "retry_after": ("retry_after", "s"), "code": ("code", "str"),
+                              "message": ("message", "str")}),
+    "rate_limit_storm": ("storm", {"status": ("status", (429, 503)), "length": ("length", "int"),
+                                   "recover": ("recover", "int"), "repeat": ("repeat", "bool"),
+                                   "retry_after": ("retry_after", "s")}),
+    "hang": ("hang", {"max": ("max_s", "s")}),
+    "drop_connection": ("close", {}),
+    "bad_body": ("bad_body", {"kind": ("kind", ("empty", "truncated", "invalid_json"))}),
+    "first_token_delay": ("first_token_delay", {"delay": ("delay_s", "s"),
+                                                "where": ("where", ("before_headers", "after_headers"))}),
+    "token_delay": ("token_delay", {"delay": ("delay_s", "s"), "jitter": ("jitter_s", "s")}),
+    "stream_stall": ("stall", {**AFTER, "stall_for": ("for_s", "s")}),
+    "stream_cut": ("cut", AFTER),
+    "stream_reset": ("reset", AFTER),
+    "corrupt_chunk": ("corrupt", AFTER),
+    "stream_error_event": ("error_event", AFTER),
+    "drop_usage": ("drop_usage", {}),
+    "drop_done": ("drop_done", {}),
+    "duplicate_chunk": ("duplicate", AFTER),
+    "reorder_chunks": ("reorder", AFTER),
+    "replace_text": ("replace_text", {"text": ("text", "str")}),
+    "garble_text": ("garble", {}),
+    "enlarge_text": ("enlarge", {"factor": ("factor", "num")}),
+    "break_json": ("break_json", {}),
+    "slow_upload": ("slow_upload", {"rate": ("rate", "int")}),
+    "delay_request": ("delay", {"delay": ("delay_s", "s")}),
+}
+REQUIRED = {"stream_stall": ["after_tokens", "stall_for"], "replace_text": ["text"], "slow_upload": ["rate"],
+            "delay_request": ["delay"], "first_token_delay": ["delay"], "token_delay": ["delay"]}
+SUMMARIES = {
+    "http_error": "answer with an OpenAI-shaped error instead of the upstream (429 with Retry-After, 401, 5xx ...)",
+    "rate_limit_storm": "a storm of 429s: length in a row, then recover requests pass (repeat: cycle)",
+    "hang": "hold requests, answering nothing, until the client gives up (or max)",
+    "drop_connection": "close the connection without any response",
+    "bad_body": "a 200 with an empty, truncated or invalid-JSON body",
+    "first_token_delay": "delay the first token (before or after the response headers)",
+    "token_delay": "delay every token by delay ± jitter",
+    "stream_stall": "stall streams after after_tokens tokens for stall_for, then go on",
+    "stream_cut": "end streams after after_tokens tokens, closing cleanly without [DONE]",
+    "stream_reset": "reset (RST) streams after after_tokens tokens",
+    "corrupt_chunk": "one chunk of invalid JSON after after_tokens tokens",
+    "stream_error_event": "an error event mid-stream on the HTTP 200, after after_tokens tokens",
+    "drop_usage": "drop the chunk that carries usage",
+    "drop_done": "drop data: [DONE] but close cleanly",
+    "duplicate_chunk": "send a chunk twice after after_tokens tokens",
+    "reorder_chunks": "swap two chunks after after_tokens tokens",
+    "replace_text": "replace the answer's text",
+    "garble_text": "garble the answer's text, keeping its shape",
+    "enlarge_text": "enlarge the answer's text by factor",
+    "break_json": "break the JSON of a structured answer (content or tool-call arguments)",
+    "slow_upload": "forward request bodies to the upstream at rate bytes/s",
+    "delay_request": "hold requests for delay before forwarding them (a client's retry may overtake)",
+}
+RULE_KEYS = ("probability", "seed", "occurrences", "count", "match")
+
+
+class LLMFault(Fault):
+    family = "llm"
+    effect = "status"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        p = spec.params
+        self.link = p.get("link", "client")
+        d = p.get("duration")
+        self.revert_at = None if d is None else spec.at + parse_duration(d)
+        self.params = {}
+        for key, (param, kind) in LLM_FAULTS[self.type][1].items():
+            if key in p:
+                self.params[param] = parse_duration(p[key]) if kind == "s" else p[key]
+        self.rule = {"name": spec.name, "effect": self.effect, "params": self.params}
+        for key in RULE_KEYS:
+            if key in p:
+                self.rule[key] = parse_percent(p[key]) if key == "probability" else p[key]
+        self.proxies: list[str] = []  # admin URLs of the link's LLM proxies
+        self.accepted: list[str] = []
+
+    def plan(self, ctx: FaultContext) -> dict:
+        hops = self.target.links.hops_of(self.link) if self.target.links else []
+        self.proxies = [h.l7.url for h in hops if h.l7 is not None]
+        if not self.proxies:
+            raise FaultError(f"fault {self.spec.name}: the link {self.link!r} has no LLM proxy")
+        self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
+        return {"link": self.link, "proxies": self.proxies, "rule": self.rule}
+
+    def touches(self, inst) -> bool:
+        return any(v is inst for v in self.victims)
+
+    def victim_ids(self) -> str:
+        return f"link {self.link}"
+
+    @property
+    def _token(self) -> str:
+        return self.target.fault_token
+
+    def apply(self, ctx: FaultContext) -> None:
+        self.applied = True
+        refused = []
+        for url in self.proxies:
+            why = _call("POST", url + "/__chaos/faults", self.rule, self._token)
+            if why is None:
+                self.accepted.append(url)
+            else:
+                refused.append(f"{url}: {why}")
+        if refused:
+            self.apply_error = "refused by " + "; ".join(refused)
+        if not self.accepted:
+            self.applied = False
+            raise FaultError(f"fault {self.spec.name}: no LLM proxy took the rule ({self.apply_error})")
+
+    def revert(self, ctx: FaultContext) -> None:
+        self.reverted = True
+        for url in self.proxies:
+            why = _call("DELETE", f"{url}/__chaos/faults/{_quote(self.spec.name)}", token=self._token)
+            if why is not None and "404" not in why:
+                self.revert_error = f"{url}: {why}"
+
+    def describe(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        extra = ", ".join(f"{k} {json.dumps(self.rule[k])}" for k in RULE_KEYS if k in self.rule)
+        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
+        what = f"{self.type} ({'; '.join(x for x in (params, extra) if x)})" if params or extra else self.type
+        return f"{what} on link {self.link} at {self.spec.at:g}s{dur}"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        return "rules end with the LLM proxy, which recover stops"
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+LLM_FAULT_TYPES: list[type[Fault]] = [
+    type("".join(w.title() for w in name.split("_")) + "Fault", (LLMFault,),
+         {"type": name, "effect": effect, "summary": SUMMARIES[name]})
+    for name, (effect, _) in LLM_FAULTS.items()]

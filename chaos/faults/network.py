@@ -1,0 +1,178 @@
+"""Network faults: Toxiproxy toxics on a link (latency and jitter, bandwidth, timeouts, resets, slicing, a data cap)
+and a link taken down, through the Toxiproxy API: a real toxiproxy-server's or the bundled one's.
+
+Each fault type is one toxic; its settings are written in the experiment's units (durations, KB/s, bytes) and
+given to Toxiproxy in its own (ms, µs). Toxicity is decided by Toxiproxy per connection, once, when the connection
+opens: on a client that keeps its connections alive it hits all of a connection's requests or none of them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..common import parse_duration, parse_percent
+from .base import Fault, FaultContext, FaultError
+
+# fault type -> {setting: (Toxiproxy attribute, kind)}; kind: ms | us (a duration given in those), int.
+# The schema of each type is built from this table (chaos/experiment/schema.py).
+TOXICS: dict[str, dict[str, tuple[str, str]]] = {
+    "latency": {"latency": ("latency", "ms"), "jitter": ("jitter", "ms")},
+    "bandwidth": {"rate": ("rate", "int")},
+    "slow_close": {"delay": ("delay", "ms")},
+    "timeout": {"timeout": ("timeout", "ms")},
+    "reset_peer": {"timeout": ("timeout", "ms")},
+    "slicer": {"average_size": ("average_size", "int"), "size_variation": ("size_variation", "int"),
+               "delay": ("delay", "us")},
+    "limit_data": {"bytes": ("bytes", "int")},
+}
+REQUIRED = {"latency": ["latency"], "bandwidth": ["rate"], "slow_close": ["delay"], "timeout": ["timeout"],
+            "slicer": ["average_size"], "limit_data": ["bytes"]}
+SUMMARIES = {
+    "latency": "delay every chunk on a link by latency ± jitter (Toxiproxy latency toxic)",
+    "bandwidth": "cap a link's throughput at rate KB/s (KB = 1,000 bytes)",
+    "slow_close": "delay the close of a link's connections by delay",
+    "timeout": "swallow a link's data and close after timeout (0: hold the connections forever)",
+    "reset_peer": "reset (RST) a link's connections timeout after their first data",
+    "slicer": "slice a link's data into pieces of average_size ± size_variation bytes, delay apart",
+    "limit_data": "close a link's connections after bytes in one direction",
+}
+
+
+class _LinkFault(Fault):
+    family = "network"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self.link = spec.params.get("link", "client")
+        d = spec.params.get("duration")
+        self.revert_at = None if d is None else spec.at + parse_duration(d)
+        self.proxies: list[str] = []
+        self.hit: list[str] = []  # the proxies the fault really took on
+        # The client puts names into URL paths unquoted: a name such as latency#0 would end at the '#'.
+        self.toxic_name = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name)
+
+    @property
+    def _api(self):
+        links = self.target.links
+        if links is None or links.api is None:
+            raise FaultError(f"fault {self.spec.name}: the link {self.link!r} has no Toxiproxy proxy")
+        return links.api
+
+    def plan(self, ctx: FaultContext) -> dict:
+        hops = self.target.links.hops_of(self.link) if self.target.links else []
+        self.proxies = [h.l4_name for h in hops if h.l4_name]
+        self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
+        return {"link": self.link, "toxiproxy": self._api.url, "external": self.target.links.external,
+                "proxies": self.proxies, "toxic": self.toxic_name}
+
+    def touches(self, inst) -> bool:
+        return any(v is inst for v in self.victims)
+
+    def victim_ids(self) -> str:
+        return f"link {self.link}"
+
+    def _each(self, what: str, fn) -> None:
+        errors = []
+        for proxy in self.proxies:
+            try:
+                fn(proxy)
+                self.hit.append(proxy)
+            except Exception as e:  # noqa: BLE001 - named in apply_error; the others still get the fault
+                errors.append(f"{proxy}: {e}")
+        if errors:
+            self.apply_error = f"{what} failed on " + "; ".join(errors)
+        if self.proxies and not self.hit:
+            self.applied = False
+            raise FaultError(f"fault {self.spec.name}: {what} failed on every proxy of link {self.link} "
+                             f"({self.apply_error})")
+
+
+class ToxicFault(_LinkFault):
+    toxic = "latency"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        p = spec.params
+        self.stream = p.get("stream", "downstream")
+        self.toxicity = parse_percent(p["toxicity"]) if "toxicity" in p else 1.0
+        self.attributes = {}
+        for key, (attr, kind) in TOXICS[self.toxic].items():
+            if key in p:
+                v = p[key]
+                self.attributes[attr] = (round(parse_duration(v) * 1000) if kind == "ms" else
+                                         round(parse_duration(v) * 1_000_000) if kind == "us" else int(v))
+
+    def apply(self, ctx: FaultContext) -> None:
+        self.applied = True
+        self._each(f"adding the {self.toxic} toxic", lambda proxy: self._api.add_toxic(
+            proxy, self.toxic_name, self.toxic, self.stream, self.toxicity, self.attributes))
+
+    def revert(self, ctx: FaultContext) -> None:
+        self.reverted = True
+        for proxy in self.proxies:  # all of them: one may have taken the toxic after all
+            try:
+                self._api.remove_toxic(proxy, self.toxic_name)
+            except Exception as e:  # noqa: BLE001
+                self.revert_error = f"{proxy}: {e}"
+
+    def describe(self) -> str:
+        attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
+        tox = f", toxicity {self.toxicity:g}" if self.toxicity != 1 else ""
+        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
+        return f"{self.toxic} ({attrs}; {self.stream}{tox}) on link {self.link} at {self.spec.at:g}s{dur}"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        if not plan.get("external"):
+            return "the bundled proxy holding the toxic is stopped by recover"
+        from ..targets.toxiproxy_api import ToxiproxyAPI
+
+        api, done = ToxiproxyAPI(plan["toxiproxy"]), []
+        for proxy in plan.get("proxies") or []:
+            try:
+                if api.remove_toxic(proxy, plan["toxic"]):
+                    done.append(f"removed toxic {plan['toxic']} from {proxy}")
+            except Exception as e:  # noqa: BLE001
+                done.append(f"could not remove toxic {plan['toxic']} from {proxy}: {e}")
+        return "; ".join(done) or "no toxic was left"
+
+
+class LinkDown(_LinkFault):
+    type = "link_down"
+    summary = "take a link down (its Toxiproxy proxy disabled: no new connections, open ones closed)"
+
+    def apply(self, ctx: FaultContext) -> None:
+        self.applied = True
+        self._each("disabling", lambda proxy: self._api.set_enabled(proxy, False))
+
+    def revert(self, ctx: FaultContext) -> None:
+        self.reverted = True
+        for proxy in self.proxies:
+            try:
+                self._api.set_enabled(proxy, True)
+            except Exception as e:  # noqa: BLE001
+                self.revert_error = f"{proxy}: {e}"
+
+    def describe(self) -> str:
+        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
+        return f"link {self.link} down at {self.spec.at:g}s{dur}"
+
+    @staticmethod
+    def undo_from_journal(plan: dict) -> str:
+        if not plan.get("external"):
+            return "the bundled proxy is stopped by recover"
+        from ..targets.toxiproxy_api import ToxiproxyAPI
+
+        api = ToxiproxyAPI(plan["toxiproxy"])
+        for proxy in plan.get("proxies") or []:
+            try:
+                api.set_enabled(proxy, True)
+            except Exception:  # noqa: BLE001 - recover deletes the run's proxies next anyway
+                pass
+        return f"re-enabled {', '.join(plan.get('proxies') or [])}"
+
+
+NETWORK_FAULTS: list[type[Fault]] = [LinkDown] + [
+    type(f"{name.title().replace('_', '')}Fault", (ToxicFault,), {"type": name, "toxic": name,
+                                                                   "summary": SUMMARIES[name]})
+    for name in TOXICS]
