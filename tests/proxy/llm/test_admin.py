@@ -1,0 +1,66 @@
+"""The /__chaos/ API: health, rules CRUD, validation naming the field, the token."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chaos.common import FAULT_TOKEN_HEADER
+
+from .conftest import chat, request
+
+
+def test_health_and_rule_lifecycle(proxy):
+    assert request(proxy.port, "GET", "/__chaos/health")[:3:2] == (200, b'{"status": "ok"}')
+    stored = proxy.add({"name": "s1", "effect": "status", "params": {"status": 503, "retry_after": 2},
+                        "match": {"path": "/v1/*"}})
+    assert stored["matched"] == 0 and stored["applied"] == 0 and stored["params"]["status"] == 503
+    status, _, body = request(proxy.port, "POST", "/__chaos/faults", {"name": "s1", "effect": "close"})
+    assert status == 409 and "s1" in json.loads(body)["error"]
+    assert chat(proxy.port)[0] == 503
+    assert request(proxy.port, "GET", "/echo")[0] == 200  # the path does not match
+    [rule] = proxy.rules()
+    assert (rule["name"], rule["matched"], rule["applied"]) == ("s1", 1, 1)
+    proxy.add({"name": "s2", "effect": "close"})
+    assert request(proxy.port, "DELETE", "/__chaos/faults/nope")[0] == 404
+    proxy.remove("s1")
+    assert [r["name"] for r in proxy.rules()] == ["s2"]
+    assert request(proxy.port, "DELETE", "/__chaos/faults")[0] == 204
+    assert proxy.rules() == [] and chat(proxy.port)[0] == 200
+
+
+@pytest.mark.parametrize("rule,field", [
+    ({"name": "x", "effect": "nope"}, "effect"),
+    ({"name": "x", "effect": "status", "params": {"status": 418}}, "params.status"),
+    ({"name": "x", "effect": "stall", "params": {"after": 1}}, "params.after"),
+    ({"name": "x", "effect": "status", "probability": 2}, "probability"),
+    ({"name": "x", "effect": "status", "occurrences": [0]}, "occurrences"),
+    ({"name": "x", "effect": "status", "count": 0}, "count"),
+    ({"name": "x", "effect": "status", "window": {"start": 5, "end": 1}}, "window.end"),
+    ({"name": "x", "effect": "status", "match": {"path": "v1"}}, "match.path"),
+    ({"name": "x", "effect": "status", "match": {"stream": "yes"}}, "match.stream"),
+    ({"name": "a b", "effect": "status"}, "name"),
+    ({"name": "x", "effect": "status", "colour": 1}, "colour"),
+])
+def test_bad_rule_is_a_400_naming_the_field(proxy, rule, field):
+    status, _, body = request(proxy.port, "POST", "/__chaos/faults", rule)
+    assert status == 400
+    assert json.loads(body)["error"].startswith(field)
+
+
+def test_not_json_is_a_400(proxy):
+    status, _, body = request(proxy.port, "POST", "/__chaos/faults", b"{nope")
+    assert status == 400 and "JSON" in json.loads(body)["error"]
+
+
+def test_token_protects_the_admin_api(make_proxy):
+    p = make_proxy(token="s3cret")
+    rule = {"name": "t", "effect": "close"}
+    assert request(p.port, "POST", "/__chaos/faults", rule)[0] == 401
+    assert request(p.port, "GET", "/__chaos/faults", headers={FAULT_TOKEN_HEADER: "wrong"})[0] == 401
+    assert request(p.port, "GET", "/__chaos/health")[0] == 200
+    assert request(p.port, "POST", "/__chaos/faults", rule, headers={FAULT_TOKEN_HEADER: "s3cret"})[0] == 201
+    assert request(p.port, "DELETE", "/__chaos/faults/t")[0] == 401
+    assert [r["name"] for r in json.loads(request(p.port, "GET", "/__chaos/faults",
+                                                  headers={FAULT_TOKEN_HEADER: "s3cret"})[2])] == ["t"]

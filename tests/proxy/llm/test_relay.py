@@ -1,0 +1,129 @@
+"""The no-fault path: bytes, framing, headers, keep-alive and the pool, disconnects, upstream failures."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+
+from .conftest import chat, request
+
+
+def _raw(port: int, req: bytes, timeout: float = 5) -> bytes:
+    """Send req on a fresh socket, read until the server closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(req)
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+    s.close()
+    return out
+
+
+def test_stream_without_faults_is_relayed_byte_for_byte(upstream, proxy):
+    direct = request(upstream.port, "POST", "/v1/chat/completions",
+                     {"stream": True, "n": 20, "stream_options": {"include_usage": True}})
+    through = chat(proxy.port, n=20, stream_options={"include_usage": True})
+    assert through[0] == 200 and through[2] == direct[2]
+    assert through[2].endswith(b"data: [DONE]\n\n")
+    assert "x-chaos-fault" not in through[1]
+    assert through[1]["transfer-encoding"] == ["chunked"]
+    assert proxy.log() == []  # nothing touched, nothing logged
+
+
+def test_large_content_length_body_is_identical(upstream, proxy):
+    status, h, body = request(proxy.port, "GET", "/big")
+    assert status == 200 and body == bytes(range(256)) * (5 * 4096)
+    assert h["content-length"] == [str(len(body))]
+
+
+def test_one_upstream_connection_serves_sequential_requests(upstream, proxy):
+    before = set(upstream.peers)
+    c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    for _ in range(5):
+        assert request(proxy.port, "POST", "/v1/chat/completions", {"stream": True}, conn=c)[0] == 200
+    c.close()
+    for _ in range(3):  # new client connections: still the same upstream connection
+        assert chat(proxy.port, stream=False)[0] == 200
+    assert proxy.proxy.pool.opened == 1
+    assert len(upstream.peers - before) == 1
+
+
+def test_host_rewritten_hop_by_hop_dropped_chunked_request_body(upstream, make_proxy):
+    p = make_proxy()
+    c = http.client.HTTPConnection("127.0.0.1", p.port, timeout=5)
+    c.putrequest("POST", "/echo?x=1", skip_host=True)
+    for k, v in [("Host", "example.invalid"), ("Transfer-Encoding", "chunked"), ("Connection", "keep-alive, x-secret"),
+                 ("X-Secret", "s"), ("Keep-Alive", "timeout=5"), ("Proxy-Authorization", "Basic x"), ("X-Keep", "k")]:
+        c.putheader(k, v)
+    c.endheaders()
+    for piece in (b"hello ", b"chunked ", b"world"):
+        c.send(b"%x\r\n%b\r\n" % (len(piece), piece))
+    c.send(b"0\r\n\r\n")
+    r = c.getresponse()
+    echo = json.loads(r.read())
+    got = {k.lower(): v for k, v in echo["headers"]}
+    assert echo["body"] == "hello chunked world" and echo["path"] == "/echo?x=1"
+    assert got["host"] == f"127.0.0.1:{upstream.port}"
+    assert got["content-length"] == "19" and "transfer-encoding" not in got
+    assert got["x-keep"] == "k"
+    for hop in ("x-secret", "keep-alive", "proxy-authorization"):
+        assert hop not in got
+    # the same client connection is kept for the next request
+    c.request("GET", "/big")
+    assert c.getresponse().read()[:3] == b"\x00\x01\x02"
+    c.close()
+
+
+def test_base_path_of_upstream_is_a_prefix(upstream, make_proxy):
+    p = make_proxy(upstream.url + "/api/v3/")
+    status, _, body = request(p.port, "POST", "/chat/completions", {"stream": False})
+    assert status == 200 and json.loads(body)["object"] == "chat.completion"
+    assert upstream.requests[-1]["path"] == "/api/v3/chat/completions"
+
+
+def test_connection_close_is_honoured_and_http10_gets_a_close_delimited_stream(proxy):
+    out = _raw(proxy.port, b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head and len(body) == 5 * 4096 * 256
+    body10 = json.dumps({"stream": True, "n": 3}).encode()
+    out = _raw(proxy.port, b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%b" % (len(body10), body10))
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"chunked" not in head.lower() and body.endswith(b"data: [DONE]\n\n")
+
+
+def test_upstream_down_is_a_502_in_openai_shape(make_proxy):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    p = make_proxy(f"http://127.0.0.1:{port}")
+    status, _, body = chat(p.port)
+    err = json.loads(body)["error"]
+    assert status == 502 and err["type"] == "server_error" and err["code"] == "upstream_error"
+    assert "failed" in err["message"]
+
+
+def test_client_disconnect_mid_stream_drops_the_upstream_connection(upstream, proxy):
+    assert chat(proxy.port, stream=False)[0] == 200  # one pooled connection
+    opened = proxy.proxy.pool.opened
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    body = json.dumps({"stream": True, "n": 100, "gap_ms": 20}).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-request-id: leaver\r\nContent-Length: %d\r\n\r\n%b"
+              % (len(body), body))
+    got = b""
+    while got.count(b"data:") < 3:
+        got += s.recv(4096)
+    s.close()
+    deadline = time.monotonic() + 3
+    while "leaver" not in upstream.aborted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "leaver" in upstream.aborted and "leaver" not in upstream.completed
+    assert len(proxy.proxy.pool.idle) == 0  # that connection was closed, not pooled
+    assert chat(proxy.port, n=2)[0] == 200
+    assert proxy.proxy.pool.opened == opened + 1
