@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from chaos.common import parse_retry_after
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
+from chaos.load.labels import FAULT_HEADER, merge_fault
 from chaos.load.records import RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
@@ -166,6 +167,13 @@ def classify_exception(e: BaseException) -> tuple[str, str | None, str]:
     return "connect_error", None, msg
 
 
+def retry_cause(rec: RequestRecord) -> str:
+    """What made this attempt worth retrying: its status, or how the transport failed."""
+    if rec.outcome == "http_error" and rec.status:
+        return str(rec.status)
+    return f"timeout:{rec.timeout_kind}" if rec.outcome == "timeout" and rec.timeout_kind else rec.outcome
+
+
 def _retry_delay(attempt: int, headers) -> float:
     ra = parse_retry_after(headers)
     backoff = RETRY["backoff_s"] * (2 ** attempt)
@@ -259,6 +267,7 @@ class LLMUser(FastHttpUser):
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
                             fixed_output=req.fixed_output,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
+        # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.load.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
         key_env = CFG.get("api_key_env")
         if key_env and os.environ.get(key_env):
@@ -278,6 +287,7 @@ class LLMUser(FastHttpUser):
             rec.retries += 1
             if rec.status:
                 rec.retry_statuses.append(rec.status)
+            rec.retry_causes.append(retry_cause(rec))
             gevent.sleep(delay)
             attempt += 1
 
@@ -304,6 +314,7 @@ class LLMUser(FastHttpUser):
                 rec.status = resp.status_code
                 if resp.headers is not None:
                     rec.served_by = resp.headers.get("x-served-by")
+                    rec.fault = merge_fault(rec.fault, resp.headers.get(FAULT_HEADER))  # kept across retries
                 if rec.status >= 400:
                     payload = resp.content
                     rec.outcome = "http_error"

@@ -57,6 +57,12 @@ class RequestRecord:
     retry_statuses: list[int] = field(default_factory=list)
     step: str | None = None
     worker: str | None = None
+    # what each retried attempt met, in order: its status ("429", "503") or transport outcome ("connect_error",
+    # "reset", "timeout:first_token"); files from before this field have only retry_statuses
+    retry_causes: list[str] = field(default_factory=list)
+    # the fault proxy's labels (chaos.load.labels): "rule; effect" from x-chaos-fault, "rule; effect; detail"
+    # from its log; several distinct ones joined with ", "; None: no fault seen
+    fault: str | None = None
 
     @property
     def ttft(self) -> float | None:
@@ -82,7 +88,7 @@ class RequestRecord:
 
 # The string fields that repeat across records: one shared object each instead of ~50 bytes a field a record.
 _REPEATED = ("case", "endpoint", "outcome", "error_code", "timeout_kind", "input_tokens_source",
-             "output_tokens_source", "finish_reason", "served_by", "step", "worker")
+             "output_tokens_source", "finish_reason", "served_by", "step", "worker", "fault")
 
 
 def _gaps(values) -> array:
@@ -117,6 +123,7 @@ def read_new_records(path: str, offset: int = 0) -> tuple[list[RequestRecord], i
                 v = getattr(rec, name)
                 if type(v) is str:
                     setattr(rec, name, sys.intern(v))
+            rec.retry_causes = [sys.intern(c) if type(c) is str else c for c in rec.retry_causes]
             out.append(rec)
     return out, offset
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .labels import rule_and_effect, split_labels
 from .records import ERROR_OUTCOMES, RequestRecord
 
 LAG_THRESHOLD_S = 0.010  # a request sent this much after its intended time means the generator fell behind
@@ -43,6 +44,10 @@ class StepSummary:
     late_requests: int = 0  # open loop: sent > 10 ms after their intended time
     max_lag_s: float = 0.0
     open_loop: bool = False
+    # "rule; effect" of the fault proxy -> {"requests", "ok", "cancelled", "errors": {outcome: count}}; a request
+    # that met two faults counts under each
+    faults: dict = field(default_factory=dict)
+    retry_causes: dict = field(default_factory=dict)  # "429" / "503" / "reset" / "timeout:connect" ... -> attempts
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +79,7 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
     sources = set()
     for r in records:
         sources.add(r.input_tokens_source)
+        _count_faults(s, r)
         if r.outcome == "cancelled":
             s.cancelled += 1
             continue
@@ -122,6 +128,21 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
     return s
 
 
+def _count_faults(s: StepSummary, r: RequestRecord) -> None:
+    for label in dict.fromkeys(rule_and_effect(x) for x in split_labels(r.fault)):
+        f = s.faults.setdefault(label, {"requests": 0, "ok": 0, "cancelled": 0, "errors": {}})
+        f["requests"] += 1
+        if r.outcome in ERROR_OUTCOMES:
+            f["errors"][r.outcome] = f["errors"].get(r.outcome, 0) + 1
+        elif r.outcome in ("ok", "cancelled"):
+            f[r.outcome] += 1
+    causes = r.retry_causes
+    if r.retries and not causes:  # a file from before retry_causes: statuses only, transport failures unknown
+        causes = [str(x) for x in r.retry_statuses] + ["unknown"] * max(0, r.retries - len(r.retry_statuses))
+    for c in causes:
+        s.retry_causes[c] = s.retry_causes.get(c, 0) + 1
+
+
 def summarize_steps(records: list[RequestRecord], step_order: list[str], open_loop: bool = False,
                     durations: dict | None = None) -> list[StepSummary]:
     by_step: dict[str, list[RequestRecord]] = {}
@@ -162,6 +183,13 @@ def format_table(summaries: list[StepSummary]) -> str:
         if s.input_mismatch:
             notes.append(f"input tokens: the server counted a different prompt size than the workload in "
                          f"{s.input_mismatch} requests")
+        for label, f in sorted(s.faults.items()):
+            parts = [f"ok {f['ok']}"] + [f"{k} {v}" for k, v in sorted(f["errors"].items())]
+            if f["cancelled"]:
+                parts.append(f"cancelled {f['cancelled']}")
+            notes.append(f"fault {label}: {f['requests']} requests ({', '.join(parts)})")
+        if s.retry_causes:
+            notes.append("retries by cause: " + ", ".join(f"{k} {v}" for k, v in sorted(s.retry_causes.items())))
         if s.itl_gaps_dropped:
             notes.append(f"ITL pools {s.itl_gaps} gaps; {s.itl_gaps_dropped} more of very long outputs were "
                          f"not kept")
