@@ -15,12 +15,16 @@ import time
 
 class ScriptedServer:
     def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0,
-                 odd=None, odd_at=0, finish=None, on_chunk=None):
+                 odd=None, odd_at=0, finish=None, on_chunk=None, script=None):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
         self.terminator_delay = terminator_delay  # the chunked end marker as a later write, as uvicorn does
         self.odd, self.odd_at = odd, odd_at  # a chunk object sent in place of content piece odd_at (-1: the usage)
         self.finish = finish  # the last content chunk's finish_reason
         self.on_chunk = on_chunk  # called (in the server's thread) with the index of each content chunk written
+        # (mode, x-chaos-fault value or None) for the 1st, 2nd, ... generation request, as a fault proxy in front
+        # would answer them; past its end, mode and no header
+        self.script = list(script or [])
+        self.request_ids: list[str | None] = []  # each generation request's x-request-id, in arrival order
         self.connections = 0
         self.retry_after_ms = retry_after_ms
         self.arrivals: list[float] = []
@@ -77,6 +81,7 @@ class ScriptedServer:
                     continue
                 self.received += 1
                 self.arrivals.append(time.monotonic())
+                self.request_ids.append(headers.get("x-request-id"))
                 keep = await self._respond(writer, json.loads(body or b"{}"), headers)
                 if not keep:
                     return
@@ -103,19 +108,26 @@ class ScriptedServer:
         return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
     async def _respond(self, writer, body, headers) -> bool:
-        mode = self.mode
+        mode, fault = self.script[self.received - 1] if self.received <= len(self.script) else (self.mode, None)
+        fault_header = f"x-chaos-fault: {fault}\r\n" if fault else ""
         if mode == "stall":  # accept, read, never answer
             await asyncio.sleep(3600)
         if mode == "http429":
             await self._send_json(writer, 429, {"error": {"message": "slow down", "type": "requests", "param": None,
                                                           "code": "rate_limit_exceeded"}},
-                                  f"Retry-After: {self.retry_after_ms // 1000}\r\nretry-after-ms: {self.retry_after_ms}\r\n")
+                                  f"Retry-After: {self.retry_after_ms // 1000}\r\nretry-after-ms: {self.retry_after_ms}\r\n"
+                                  + fault_header)
+            return True
+        if mode.startswith("http5"):  # e.g. http503: a server error in OpenAI's shape, no Retry-After
+            await self._send_json(writer, int(mode[4:]), {"error": {"message": "injected", "type": "server_error",
+                                                                    "param": None, "code": "injected_fault"}},
+                                  fault_header)
             return True
         if mode == "reset_early":
             self._reset(writer)
             return False
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                     b"x-served-by: scripted-1\r\n\r\n")
+                     b"x-served-by: scripted-1\r\n" + fault_header.encode() + b"\r\n")
         await writer.drain()
         await asyncio.sleep(self.first_delay)
         text = "{\"a\": 1}" if mode == "json_ok" else "tok"
