@@ -1,0 +1,312 @@
+"""What the LLM fault proxy (chaos proxy llm) adds, with no fault set: direct vs through it, in one run.
+
+An SSE upstream of our own (a raw asyncio server in a subprocess: every POST /v1/chat/completions with stream
+true gets --chunks chunks --gap-ms apart, so no model compute is measured), the proxy in another subprocess, and
+this process as the client. Interleaved rounds (direct, proxy, [agentbreak] in a rotating order); each figure is
+the median over rounds of (through - direct) of that round's percentile.
+
+  python bench/l7_proxy.py            # 12 rounds
+  python bench/l7_proxy.py --quick    # 10 rounds, fewer requests, smaller body
+
+agentbreak (pip, a different LLM chaos proxy) is measured beside it when --agentbreak BIN names its executable
+(install it in a throwaway venv: python -m venv /tmp/ab && /tmp/ab/bin/pip install agentbreak==0.4.6); it proxies
+only POST /v1/chat/completions and binds 0.0.0.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _table import print_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- the upstream (runs in its own process) --------------------------------------------------------------------
+
+async def _upstream(port: int, chunks: int, gap: float) -> None:
+    event = b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "}}]}\n\n'
+    frame = b"%x\r\n%b\r\n" % (len(event), event)
+    done = b"data: [DONE]\n\n"
+    sse_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter):
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+                body = json.loads(await r.readexactly(int(m.group(1)))) if m else {}
+                if body.get("big_mb"):
+                    n = body["big_mb"] << 20
+                    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % n)
+                    block = b"x" * (1 << 20)
+                    for _ in range(body["big_mb"]):
+                        w.write(block)
+                        await w.drain()
+                elif body.get("stream"):
+                    w.write(sse_head + frame)
+                    for _ in range(chunks - 1):
+                        await asyncio.sleep(gap)
+                        w.write(frame)
+                    w.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(done), done))
+                else:
+                    small = b'{"id":"c","object":"chat.completion","choices":[]}'
+                    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
+                            % (len(small), small))
+                await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            w.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    await server.serve_forever()
+
+
+# -- the client ---------------------------------------------------------------------------------------------
+
+async def _request(conn: list, body: dict) -> tuple[float, float | None, list[float], int]:
+    """(time to the response head, to the first event, gaps between events, body bytes) in seconds. conn is
+    [reader, writer, port]; a kept-alive connection the server closed while idle (uvicorn does after 5 s) is
+    opened anew and the request sent again, timed from that send."""
+    data = json.dumps(body).encode()
+    for attempt in range(2):
+        r, w, port = conn
+        t0 = time.perf_counter()
+        w.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%b" % (len(data), data))
+        try:
+            head = await r.readuntil(b"\r\n\r\n")
+            break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            if attempt:
+                raise
+            w.close()
+            conn[:] = await _conn(port)
+    t_head = time.perf_counter() - t0
+    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    if m:
+        n = int(m.group(1))
+        got = 0
+        while got < n:
+            got += len(await r.read(min(n - got, 1 << 20)))
+        return t_head, None, [], n
+    first, last, gaps, total = None, None, [], 0
+    while True:
+        size = int((await r.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await r.readuntil(b"\r\n")
+            break
+        piece = await r.readexactly(size + 2)
+        total += size
+        now = time.perf_counter()
+        if b"[DONE]" in piece:
+            continue
+        if first is None:
+            first = now - t0
+        else:
+            gaps.append(now - last)
+        last = now
+    return t_head, first, gaps, total
+
+
+async def _conn(port: int) -> list:
+    r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+    return [r, w, port]
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+async def _streams(port: int, conns: list, per_conn: int) -> dict:
+    ttft, gaps = [], []
+
+    async def one(c):
+        for _ in range(per_conn):
+            _, first, g, _ = await _request(c, {"stream": True})
+            ttft.append(first)
+            gaps.extend(g)
+
+    await asyncio.gather(*(one(c) for c in conns))
+    return {"ttft50": _pct(ttft, .5), "ttft99": _pct(ttft, .99), "itl50": _pct(gaps, .5), "itl99": _pct(gaps, .99)}
+
+
+async def _keepalive(port: int, conn, n: int) -> dict:
+    lat = [(await _request(conn, {"stream": False}))[0] for _ in range(n)]
+    return {"ka50": _pct(lat, .5), "ka99": _pct(lat, .99)}
+
+
+async def _fresh(port: int, n: int) -> dict:
+    lat = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c = await _conn(port)
+        await _request(c, {"stream": False})
+        lat.append(time.perf_counter() - t0)
+        c[1].close()
+    return {"new50": _pct(lat, .5), "new99": _pct(lat, .99)}
+
+
+async def _big(conn, mb: int) -> dict:
+    t0 = time.perf_counter()
+    _, _, _, n = await _request(conn, {"big_mb": mb})
+    return {"mbps": n / (1 << 20) / (time.perf_counter() - t0)}
+
+
+async def _bench(targets: dict[str, int], args) -> dict:
+    levels = (1, 50, 200)
+    conns = {(name, c): [await _conn(p) for _ in range(c)] for name, p in targets.items() for c in levels}
+    ka = {name: await _conn(p) for name, p in targets.items()}
+    results: dict[str, list[dict]] = {name: [] for name in targets}
+    names = list(targets)
+    for rnd in range(args.rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]  # rotate: no target always goes first
+        for name in order:
+            port, res = targets[name], {}
+            for c in levels:
+                per = args.seq_streams if c == 1 else 1
+                res.update({f"{k}@{c}": v for k, v in (await _streams(port, conns[(name, c)], per)).items()})
+            res.update(await _keepalive(port, ka[name], args.small))
+            res.update(await _fresh(port, args.small // 2))
+            res.update(await _big(ka[name], args.big_mb))
+            results[name].append(res)
+        print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    for cs in conns.values():
+        for c in cs:
+            c[1].close()
+    return results
+
+
+# -- processes ------------------------------------------------------------------------------------------
+
+def _spawn(cmd: list[str], pattern: str, cwd: str | None = None, timeout: float = 30) -> tuple[subprocess.Popen, int]:
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+                         start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        m = re.search(pattern, line)
+        if m:
+            return p, int(m.group(1))
+    p.kill()
+    raise RuntimeError(f"{cmd[0]} did not start: {' '.join(cmd)}")
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _agentbreak(bin_path: str, upstream_port: int, workdir: str) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    os.makedirs(os.path.join(workdir, ".agentbreak"), exist_ok=True)
+    with open(os.path.join(workdir, ".agentbreak", "application.yaml"), "w") as f:
+        f.write(f"llm:\n  enabled: true\n  mode: proxy\n  upstream_url: http://127.0.0.1:{upstream_port}\n"
+                f"mcp:\n  enabled: false\nserve:\n  port: {port}\n")
+    with open(os.path.join(workdir, ".agentbreak", "scenarios.yaml"), "w") as f:
+        f.write("version: 1\nscenarios: []\n")  # no faults: pass-through cost only
+    p = subprocess.Popen([bin_path, "serve"], cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return p, port
+        except OSError:
+            time.sleep(0.1)
+    p.kill()
+    raise RuntimeError("agentbreak did not start")
+
+
+ROWS = [("TTFT P50, 1 stream", "ttft50@1", "ms"), ("TTFT P99, 1 stream", "ttft99@1", "ms"),
+        ("inter-token P50, 1 stream", "itl50@1", "ms"), ("inter-token P99, 1 stream", "itl99@1", "ms"),
+        ("TTFT P50, 50 streams", "ttft50@50", "ms"), ("TTFT P99, 50 streams", "ttft99@50", "ms"),
+        ("inter-token P50, 50 streams", "itl50@50", "ms"), ("inter-token P99, 50 streams", "itl99@50", "ms"),
+        ("TTFT P50, 200 streams", "ttft50@200", "ms"), ("TTFT P99, 200 streams", "ttft99@200", "ms"),
+        ("inter-token P50, 200 streams", "itl50@200", "ms"), ("inter-token P99, 200 streams", "itl99@200", "ms"),
+        ("small request P50, keep-alive", "ka50", "ms"), ("small request P99, keep-alive", "ka99", "ms"),
+        ("small request P50, new connection", "new50", "ms"), ("small request P99, new connection", "new99", "ms"),
+        ("large body throughput", "mbps", "MiB/s")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="10 rounds, fewer requests, a 64 MiB body")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--chunks", type=int, default=32)
+    ap.add_argument("--gap-ms", type=float, default=5.0)
+    ap.add_argument("--agentbreak", default=shutil.which("agentbreak") or
+                    ("/tmp/agentbreak-venv/bin/agentbreak" if os.path.exists("/tmp/agentbreak-venv/bin/agentbreak") else None),
+                    help="agentbreak's executable, to measure it beside (default: found on PATH or /tmp/agentbreak-venv)")
+    ap.add_argument("--upstream-server", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.upstream_server:
+        asyncio.run(_upstream(0, args.chunks, args.gap_ms / 1000))
+        return 0
+    args.rounds = args.rounds or (10 if args.quick else 12)
+    args.seq_streams, args.small, args.big_mb = (10, 40, 64) if args.quick else (20, 100, 256)
+    procs = []
+    try:
+        up, up_port = _spawn([sys.executable, __file__, "--upstream-server", "--chunks", str(args.chunks),
+                              "--gap-ms", str(args.gap_ms)], r"PORT (\d+)")
+        procs.append(up)
+        px, px_port = _spawn([sys.executable, "-m", "chaos.proxy.llm", "--listen", "127.0.0.1:0", "--upstream",
+                              f"http://127.0.0.1:{up_port}"], r"listening on http://[^:]+:(\d+)", cwd=ROOT)
+        procs.append(px)
+        targets = {"direct": up_port, "chaos": px_port}
+        ab_note = "agentbreak: not measured (pass --agentbreak BIN; pip install agentbreak==0.4.6 in a venv)"
+        if args.agentbreak:
+            ab, ab_port = _agentbreak(args.agentbreak, up_port, tempfile.mkdtemp(prefix="l7-agentbreak-"))
+            procs.append(ab)
+            targets["agentbreak"] = ab_port
+            ab_note = f"agentbreak: {args.agentbreak} (llm mode proxy, no scenarios)"
+        results = asyncio.run(_bench(targets, args))
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    headers = ["metric", "direct", "chaos proxy", "chaos added"]
+    if "agentbreak" in results:
+        headers += ["agentbreak", "agentbreak added"]
+    rows = []
+    for label, key, unit in ROWS:
+        scale = 1000 if unit == "ms" else 1
+        med = {n: statistics.median(r[key] for r in rs) * scale for n, rs in results.items()}
+        row = [f"{label} ({unit})", med["direct"], med["chaos"]]
+        diffs = {n: statistics.median((r[key] - d[key]) * scale for r, d in zip(rs, results["direct"]))
+                 for n, rs in results.items() if n != "direct"}
+        row.append(diffs["chaos"])
+        if "agentbreak" in results:
+            row += [med["agentbreak"], diffs["agentbreak"]]
+        rows.append(row)
+    print(f"LLM fault proxy overhead: {args.rounds} interleaved rounds, {args.chunks} chunks {args.gap_ms:g} ms apart, "
+          f"{os.cpu_count()} CPUs; 'added' = median over rounds of (through - direct)")
+    print_table(headers, rows)
+    print(ab_note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
