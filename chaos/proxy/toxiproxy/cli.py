@@ -17,8 +17,8 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address of the HTTP API (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8474, help="port of the HTTP API, 0 for a free one (default 8474)")
+    p.add_argument("--host", default="127.0.0.1", help="address of the HTTP API")
+    p.add_argument("--port", type=int, default=8474, help="port of the HTTP API, 0 for a free one")
     p.add_argument("--config", metavar="FILE",
                    help="a JSON list of proxies ({name, listen, upstream, enabled}) to create at start, "
                         "like toxiproxy-server -config")
@@ -92,6 +92,7 @@ async def _serve(host: str, port: int, populate: str | None) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m chaos.proxy.toxiproxy", description=DESCRIPTION)
+    p = argparse.ArgumentParser(prog="python -m chaos.proxy.toxiproxy", description=DESCRIPTION,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_arguments(p)
     return run_args(p.parse_args(argv))

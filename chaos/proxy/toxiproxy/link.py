@@ -65,7 +65,10 @@ class Pipe:
             if key in self.drawn:
                 new[key] = self.drawn[key]
             else:
-                new[key] = new_stage(tox, now) if random.random() < tox.toxicity else None
+                st = new_stage(tox, now) if random.random() < tox.toxicity else None
+                if start and isinstance(st, ResetPeer):
+                    st.fin = True
+                new[key] = st
         for key, st in self.drawn.items():
             if key not in new and st is not None and st.toxic.type == "timeout":
                 close = True
@@ -154,7 +157,7 @@ class Pipe:
         return best
 
     def _fire(self, st: Stage) -> None:
-        if isinstance(st, ResetPeer):
+        if isinstance(st, ResetPeer) and not st.fin:
             self.conn.reset()
         else:
             self.conn.close()  # timeout: FIN, not RST

@@ -136,11 +136,12 @@ class Timeout(Stage):
 
 
 class ResetPeer(Stage):
-    __slots__ = ("first",)
+    __slots__ = ("first", "fin")
 
     def __init__(self, toxic, now):
         super().__init__(toxic, now)
         self.first: float | None = None  # a silent peer is never reset
+        self.fin = False  # added to an open connection: toxiproxy-server closes those with FIN, not RST
 
     def apply(self, items, pipe):
         if items and self.first is None:

@@ -1,0 +1,65 @@
+"""The bundled server's own entry points: the CLI (ready line, --config, the loopback guard, SIGTERM -> 0) and
+ToxiproxyServer used in-process (port 0, stop closing what it opened)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from chaos.proxy.toxiproxy import ToxiproxyServer
+
+from .support import api
+
+
+def test_cli_config_ready_line_and_sigterm(tmp_path, upstream):
+    cfg = tmp_path / "proxies.json"
+    cfg.write_text(json.dumps([{"name": "from_config", "listen": "127.0.0.1:0",
+                                "upstream": f"127.0.0.1:{upstream.http_port}"}]))
+    proc = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", "0", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("toxiproxy-compatible API listening on http://127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        st, _, body = api(port, "GET", "/proxies/from_config")
+        assert st == 200 and json.loads(body)["enabled"] is True
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def test_cli_refuses_a_remote_host_without_allow_remote():
+    r = subprocess.run([sys.executable, "-m", "chaos.proxy.toxiproxy", "--host", "0.0.0.0", "--port", "0"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--allow-remote" in r.stderr
+
+
+def test_in_process_server_start_stop(upstream):
+    async def scenario():
+        srv = ToxiproxyServer(port=0)
+        await srv.start()
+        assert srv.port != 0
+        loop = asyncio.get_running_loop()
+        st, _, body = await loop.run_in_executor(None, lambda: api(srv.port, "POST", "/proxies", {
+            "name": "inproc", "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream.echo_port}"}))
+        assert st == 201
+        port = int(json.loads(body)["listen"].rsplit(":", 1)[1])
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"ping")
+        assert await asyncio.wait_for(r.readexactly(4), 5) == b"ping"
+        await srv.stop()
+        assert await asyncio.wait_for(r.read(10), 5) == b""  # stop closed the open connection
+        w.close()
+        for p in (srv.port, port):
+            with socket.socket() as s:
+                assert s.connect_ex(("127.0.0.1", p)) != 0  # and every listener
+
+    asyncio.run(scenario())
