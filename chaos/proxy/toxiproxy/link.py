@@ -54,15 +54,20 @@ class Pipe:
 
     # -- toxics -------------------------------------------------------------------------------------------
 
-    def sync(self, toxics, start: bool = True) -> None:
+    def sync(self, toxics, start: bool = True, reroll=frozenset()) -> None:
         """Match the proxy's toxics for this direction: new ones draw against their toxicity once, here, for
-        this connection; removed ones stop acting (a removed timeout closes what it held, as the real one)."""
+        this connection; removed ones stop acting (a removed timeout closes what it held, as the real one).
+        Toxics in `reroll` (ids) draw again, as toxiproxy-server's do when restarted by an update or by a
+        toxic added after them; one still firing keeps its state (limit_data's count, latency's order)."""
         now = self.loop.time()
         new: dict[int, Stage | None] = {}
         close = False
         for tox in toxics:
             key = id(tox)
-            if key in self.drawn:
+            if key in self.drawn and key in reroll:
+                fires = random.random() < tox.toxicity
+                new[key] = (self.drawn[key] or new_stage(tox, now)) if fires else None
+            elif key in self.drawn:
                 new[key] = self.drawn[key]
             else:
                 st = new_stage(tox, now) if random.random() < tox.toxicity else None
@@ -255,9 +260,9 @@ class Connection:
                 pipe.task = self.loop.create_task(pipe._run())
         self.client.resume_reading()
 
-    def toxics_changed(self, direction: str) -> None:
+    def toxics_changed(self, direction: str, reroll=frozenset()) -> None:
         if not self.closed:
-            (self.up if direction == UPSTREAM else self.down).sync(self.proxy.toxics_in(direction))
+            (self.up if direction == UPSTREAM else self.down).sync(self.proxy.toxics_in(direction), reroll=reroll)
 
     def pipe_done(self) -> None:
         if self.up.done and self.down.done:

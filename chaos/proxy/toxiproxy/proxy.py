@@ -127,14 +127,17 @@ class Proxy:
     def add_toxic(self, toxic: Toxic) -> None:
         if toxic.name in self.toxics:
             raise ApiError("toxic already exists", 409)
+        before = self.toxics_in(toxic.direction)
         self.toxics[toxic.name] = toxic
-        self._notify(toxic.direction)
+        # the real server restarts the toxic before the new one, which draws against its toxicity again
+        self._notify(toxic.direction, frozenset({id(before[-1])}) if before else frozenset())
 
     def update_toxic(self, name: str, body) -> Toxic:
         tox = self.get_toxic(name)
         new = tox.updated(body)
         # in place: each connection's stage holds this object and reads its attributes per chunk
         tox.attributes, tox.toxicity = new.attributes, new.toxicity
+        self._notify(tox.direction, frozenset({id(tox)}))  # restarted: it draws again on open connections
         return tox
 
     def remove_toxic(self, name: str) -> None:
@@ -154,9 +157,9 @@ class Proxy:
         except KeyError:
             raise ApiError("toxic not found", 404) from None
 
-    def _notify(self, direction: str) -> None:
+    def _notify(self, direction: str, reroll=frozenset()) -> None:
         for conn in list(self.connections):
-            conn.toxics_changed(direction)
+            conn.toxics_changed(direction, reroll)
 
     def to_json(self) -> dict:
         return {"name": self.name, "listen": self.listen, "upstream": self.upstream, "enabled": self.enabled,
