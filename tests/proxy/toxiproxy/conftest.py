@@ -99,16 +99,21 @@ def upstream():
 
 
 @pytest.fixture(scope="session", params=["bundled", "real"])
-def server(request):
+def server(request, tmp_path_factory):
     if request.param == "bundled":
         port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        log = tmp_path_factory.mktemp("bundled") / "stderr.txt"
+        with open(log, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
+                                    stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         try:
             _wait_version(port, proc)
             yield Engine("bundled", port)
         finally:
             _stop(proc)
+        # every connection the suite broke on purpose must have been handled, not left to asyncio's logger
+        text = log.read_text(errors="replace")
+        assert "Traceback" not in text and "exception" not in text.lower(), text[-4000:]
         return
     url = os.environ.get("TOXIPROXY_URL")
     if url:
