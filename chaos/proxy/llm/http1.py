@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 HEAD_LIMIT = 64 * 1024  # request or response head; past it 431/502
-PIECE = 64 * 1024
+PIECE = 256 * 1024
+UPSTREAM_BUFFER = 1024 * 1024  # the upstream reader's buffer: big bodies flow in large reads
 # RFC 9110 §7.6.1: meaningful for one connection only, never forwarded (plus whatever Connection lists).
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "transfer-encoding", "upgrade"})
@@ -207,7 +208,7 @@ class Pool:
                 continue
             return r, w, True
         u = self.upstream
-        r, w = await asyncio.open_connection(u.host, u.port, ssl=self._ssl, limit=HEAD_LIMIT,
+        r, w = await asyncio.open_connection(u.host, u.port, ssl=self._ssl, limit=UPSTREAM_BUFFER,
                                              server_hostname=u.host if self._ssl else None)
         self.opened += 1
         return r, w, False

@@ -4,6 +4,7 @@ effect, and its counters. Validated when added so a bad rule is a 400 naming the
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import re
@@ -35,7 +36,6 @@ class Request:
         if not self._parsed:
             self._parsed = True
             try:
-                import json
                 obj = json.loads(self.body) if self.body else None
                 self._json = obj if isinstance(obj, dict) else None
             except (ValueError, UnicodeDecodeError):

@@ -16,7 +16,7 @@ from . import admin
 from .base import Run
 from .http1 import HEAD_LIMIT, HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_body, read_head
 from .relay import relay_response
-from .rules import Request, Rule, RuleError
+from .rules import Request, Rule
 
 BUFFER_LIMIT = 4 * 1024 * 1024  # request bodies up to this are read whole (matching, retry on a stale connection)
 IDLE_S = 300.0  # a kept-alive client connection with no request for this long is closed
@@ -58,8 +58,10 @@ class Exchange:
         self.pass_on = False  # set by an answer effect that decided to let the request through after all
         self.answered = False
 
-    def fault_headers(self) -> list[tuple[str, str]]:
-        return [("x-chaos-fault", r.tag) for r in self.runs]
+    def fault_headers(self, altering: bool = False) -> list[tuple[str, str]]:
+        """One header per rule that acted (altering: the answer is rewritten, so every stream/content rule too)."""
+        return [("x-chaos-fault", r.tag) for r in self.runs
+                if r.detail or (altering and r.effect.kind in ("stream", "content"))]
 
     def base_headers(self) -> list[tuple[str, str]]:
         h = self.fault_headers()
@@ -227,9 +229,6 @@ class LLMProxy:
         except HTTPError as e:
             await _send_json(writer, e.status, openai_error(str(e), "invalid_request_error"), keep=False)
             return False
-        except RuleError as e:
-            await _send_json(writer, 400, {"error": str(e)}, keep)
-            return keep
         req = Request(method, path, head.get("x-request-id"), body if isinstance(body, bytes) else None)
         runs = [Run(r, r.effect) for r in list(self._rules.values()) if r.consider(req)] if self._rules else []
         ex = Exchange(self, writer, version, keep, req, runs)
