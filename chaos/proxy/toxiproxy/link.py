@@ -91,7 +91,8 @@ class Pipe:
 
     def feed(self, data: bytes) -> None:
         if self.task is None and not self.firing:
-            self.dst.write(data)  # the fast path
+            if not self.dst.is_closing():  # its peer may be gone before connection_lost has run
+                self.dst.write(data)  # the fast path
             return
         self.queue.append((self.loop.time(), data))
         self.queued += len(data)
@@ -211,7 +212,7 @@ class Pipe:
                 await self._sleep_until(release)
             while self.dst_blocked and not self.conn.closed:
                 await self._sleep_until(None)
-            if self.conn.closed:
+            if self.conn.closed or self.dst.is_closing():
                 return
             self.dst.write(piece)
 

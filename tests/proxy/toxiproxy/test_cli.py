@@ -55,8 +55,19 @@ def test_in_process_server_start_stop(upstream):
         r, w = await asyncio.open_connection("127.0.0.1", port)
         w.write(b"ping")
         assert await asyncio.wait_for(r.readexactly(4), 5) == b"ping"
+        r2, w2 = await asyncio.open_connection("127.0.0.1", port)  # closed by the client: forgotten
+        w2.write(b"x")
+        assert await asyncio.wait_for(r2.readexactly(1), 5) == b"x"
+        w2.close()
+        proxy = srv.proxies["inproc"]
+        for _ in range(100):
+            if len(proxy.connections) == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert len(proxy.connections) == 1
         await srv.stop()
         assert await asyncio.wait_for(r.read(10), 5) == b""  # stop closed the open connection
+        assert not proxy.connections
         w.close()
         for p in (srv.port, port):
             with socket.socket() as s:
