@@ -127,3 +127,32 @@ def test_client_disconnect_mid_stream_drops_the_upstream_connection(upstream, pr
     assert len(proxy.proxy.pool.idle) == 0  # that connection was closed, not pooled
     assert chat(proxy.port, n=2)[0] == 200
     assert proxy.proxy.pool.opened == opened + 1
+
+
+def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_thread, make_proxy):
+    """An upstream that closes every connection 0.2 s after answering, without saying so and without reading
+    what came meanwhile: the proxy pools the connection, sends the next request on it at once, sees it die
+    unanswered and sends that request again on a new one."""
+    import asyncio
+
+    async def handle(r, w):
+        head = await r.readuntil(b"\r\n\r\n")
+        n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]) if b"content-length" in head.lower() else 0
+        await r.readexactly(n)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        await w.drain()
+        await asyncio.sleep(0.2)
+        w.close()
+
+    async def start():
+        return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+    server = loop_thread.run(start())
+    try:
+        p = make_proxy(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        for _ in range(3):
+            status, _, body = chat(p.port, stream=False)
+            assert (status, body) == (200, b"{}")
+        assert p.proxy.pool.opened == 3  # each later request: sent on the pooled one, lost, sent again
+    finally:
+        server.close()
