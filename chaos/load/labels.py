@@ -7,7 +7,7 @@ log, one line per request it touched, names the rule by the request's x-request-
 record's id on every attempt (retries included). label_records reads those logs after the run.
 
 A record's `fault` is one label, or several distinct ones joined with ", " in the order met (a retry that was
-not hit keeps the earlier hit): "name; effect" from the header, "name; effect; detail" from the log.
+not hit keeps the earlier hit; a response two rules acted on has two headers): "name; effect" from the header, "name; effect; detail" from the log.
 """
 
 from __future__ import annotations
@@ -28,6 +28,21 @@ def merge_fault(current: str | None, label: str | None) -> str | None:
     if not current:
         return label
     return current if label in split_labels(current) else current + SEPARATOR + label
+
+
+def merge_header(current: str | None, headers) -> str | None:
+    """current with the labels of a response's x-chaos-fault headers added. The proxy sends one header per rule
+    that acted; a client's headers object may give several as a list (geventhttpclient), or joined by ", "."""
+    if headers is None:
+        return current
+    getlist = getattr(headers, "getlist", None)
+    values = getlist(FAULT_HEADER) if getlist is not None else headers.get(FAULT_HEADER)
+    if isinstance(values, str):
+        values = [values]
+    for value in values or ():
+        for label in split_labels(value if isinstance(value, str) else None):
+            current = merge_fault(current, label)
+    return current
 
 
 def split_labels(fault: str | None) -> list[str]:

@@ -23,7 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from chaos.common import parse_retry_after
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
-from chaos.load.labels import FAULT_HEADER, merge_fault
+from chaos.load.labels import merge_header
 from chaos.load.records import RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
@@ -314,7 +314,7 @@ class LLMUser(FastHttpUser):
                 rec.status = resp.status_code
                 if resp.headers is not None:
                     rec.served_by = resp.headers.get("x-served-by")
-                    rec.fault = merge_fault(rec.fault, resp.headers.get(FAULT_HEADER))  # kept across retries
+                    rec.fault = merge_header(rec.fault, resp.headers)  # kept across retries
                 if rec.status >= 400:
                     payload = resp.content
                     rec.outcome = "http_error"

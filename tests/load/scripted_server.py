@@ -21,7 +21,7 @@ class ScriptedServer:
         self.odd, self.odd_at = odd, odd_at  # a chunk object sent in place of content piece odd_at (-1: the usage)
         self.finish = finish  # the last content chunk's finish_reason
         self.on_chunk = on_chunk  # called (in the server's thread) with the index of each content chunk written
-        # (mode, x-chaos-fault value or None) for the 1st, 2nd, ... generation request, as a fault proxy in front
+        # (mode, x-chaos-fault value, a list of them, or None) for the 1st, 2nd, ... generation request, as a fault proxy in front
         # would answer them; past its end, mode and no header
         self.script = list(script or [])
         self.request_ids: list[str | None] = []  # each generation request's x-request-id, in arrival order
@@ -109,7 +109,8 @@ class ScriptedServer:
 
     async def _respond(self, writer, body, headers) -> bool:
         mode, fault = self.script[self.received - 1] if self.received <= len(self.script) else (self.mode, None)
-        fault_header = f"x-chaos-fault: {fault}\r\n" if fault else ""
+        # a list: one header per rule, as the proxy sends when two rules acted
+        fault_header = "".join(f"x-chaos-fault: {f}\r\n" for f in ([fault] if isinstance(fault, str) else fault or []))
         if mode == "stall":  # accept, read, never answer
             await asyncio.sleep(3600)
         if mode == "http429":

@@ -3,7 +3,7 @@
 import json
 
 from chaos.load.driver import LoadConfig, run_load
-from chaos.load.labels import label_records, merge_fault, rule_and_effect, split_labels
+from chaos.load.labels import label_records, merge_fault, merge_header, rule_and_effect, split_labels
 from chaos.load.records import RequestRecord, read_records
 from chaos.load.shapes import fixed
 from chaos.load.summary import format_table, summarize
@@ -23,7 +23,8 @@ def rec(i, outcome="ok", fault=None, **kw) -> RequestRecord:
 def test_header_labels_and_retry_causes_from_a_real_locust_run(tmp_path):
     # One user, two requests in turn: the first is hit, reset, throttled, then answered with a slowed stream;
     # the second is hit once and its retry is not.
-    script = [("http503", "drop-503; status"), ("reset_early", None), ("http429", None), ("ok", "slow; delay"),
+    script = [("http503", "drop-503; status"), ("reset_early", None), ("http429", None),
+              ("ok", ["slow; delay", "trim; content"]),  # two rules acted: two headers
               ("http503", "drop-503; status"), ("ok", None)]
     with ScriptedServer("ok", gap=0.01, script=script) as srv:
         cfg = LoadConfig(target=srv.url, plan=fixed(1, 20.0, max_requests=2), workload=CHAT,
@@ -33,7 +34,7 @@ def test_header_labels_and_retry_causes_from_a_real_locust_run(tmp_path):
     assert srv.received == 6 and len(records) == 2
     first, second = records
     assert first.outcome == second.outcome == "ok"
-    assert first.fault == "drop-503; status, slow; delay"
+    assert first.fault == "drop-503; status, slow; delay, trim; content"
     assert first.retries == 3 and first.retry_causes == ["503", "reset", "429"]
     assert first.retry_statuses == [503, 429]
     assert second.fault == "drop-503; status"  # the hit stays though the retry was clean
@@ -43,7 +44,8 @@ def test_header_labels_and_retry_causes_from_a_real_locust_run(tmp_path):
 
     overall = json.load(open(result.out_dir + "/summary.json"))["overall"]
     assert overall["faults"] == {"drop-503; status": {"requests": 2, "ok": 2, "cancelled": 0, "errors": {}},
-                                 "slow; delay": {"requests": 1, "ok": 1, "cancelled": 0, "errors": {}}}
+                                 "slow; delay": {"requests": 1, "ok": 1, "cancelled": 0, "errors": {}},
+                                 "trim; content": {"requests": 1, "ok": 1, "cancelled": 0, "errors": {}}}
     assert overall["retry_causes"] == {"503": 2, "reset": 1, "429": 1}
 
 
@@ -113,6 +115,17 @@ def test_summary_counts_by_fault_and_the_table_shows_them():
     assert "fault cut; reset: 2 requests (ok 0, reset 2)" in table
     assert "fault drop; status: 3 requests (ok 2, http_error 1)" in table
     assert "fault slow; delay: 2 requests (ok 1, cancelled 1)" in table
+
+
+def test_merge_header_takes_every_value():
+    class Multi(dict):  # what geventhttpclient gives: getlist for a repeated header
+        def getlist(self, name):
+            return self.get(name, [])
+
+    assert merge_header(None, Multi({"x-chaos-fault": ["a; b", "c; d"]})) == "a; b, c; d"
+    assert merge_header("a; b", {"x-chaos-fault": "c; d, a; b"}) == "a; b, c; d"  # joined by an intermediary
+    assert merge_header("a; b", {"x-chaos-fault": ["e; f"]}) == "a; b, e; f"
+    assert merge_header("a; b", {}) == "a; b" and merge_header(None, None) is None
 
 
 def test_merge_and_split_labels():
