@@ -155,4 +155,5 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_
             assert (status, body) == (200, b"{}")
         assert p.proxy.pool.opened == 3  # each later request: sent on the pooled one, lost, sent again
     finally:
+        time.sleep(0.3)  # the last handler's close
         server.close()
