@@ -139,3 +139,57 @@ def test_merge_and_split_labels():
                                                                             "x; y"]
     assert rule_and_effect("cut; reset; after 3 chunks, mid-stream") == "cut; reset"
     assert split_labels(None) == []
+
+
+class _ProxyThread:
+    """The real LLM fault proxy (chaos.proxy.llm) on an event loop of its own thread, between load and server."""
+
+    def __init__(self, upstream: str, log_path: str):
+        import asyncio
+        import threading
+
+        from chaos.proxy.llm import LLMProxy
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.proxy = LLMProxy(upstream, host="127.0.0.1", port=0, token=None, log_path=log_path)
+        self.run(self.proxy.start())
+
+    def run(self, coro):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def close(self):
+        try:
+            self.run(self.proxy.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            self.loop.close()
+
+
+def test_through_the_real_fault_proxy_header_and_log(tmp_path):
+    log = tmp_path / "faults.jsonl"
+    with ScriptedServer("ok", gap=0.0) as srv:
+        px = _ProxyThread(srv.url, str(log))
+        try:
+            target = f"http://127.0.0.1:{px.proxy.port}"
+            px.proxy.add_rule({"name": "rl", "effect": "status", "params": {"status": 503}, "count": 1,
+                               "match": {"method": "POST"}})  # not the driver's GET /v1/models
+            cfg = LoadConfig(target=target, plan=fixed(1, 10.0, max_requests=1), workload=CHAT,
+                             out_dir=str(tmp_path / "a"), retries=2, backoff_s=0.05)
+            hit = read_records(run_load(cfg, progress=lambda line: None).records_path)
+            px.proxy.remove_rule("rl")
+            px.proxy.add_rule({"name": "c", "effect": "close", "count": 1, "match": {"method": "POST"}})
+            cfg = LoadConfig(target=target, plan=fixed(1, 10.0, max_requests=1), workload=CHAT,
+                             out_dir=str(tmp_path / "b"))
+            closed = read_records(run_load(cfg, progress=lambda line: None).records_path)
+        finally:
+            px.close()
+    assert len(hit) == 1 and hit[0].outcome == "ok", hit
+    assert hit[0].fault == "rl; status" and hit[0].retry_causes == ["503"]  # the header of the first attempt
+    assert len(closed) == 1 and closed[0].outcome != "ok" and closed[0].fault is None  # no response, no header
+    assert label_records(hit + closed, [str(log)]) == 1
+    assert closed[0].fault.startswith("c; close") and hit[0].fault == "rl; status"
