@@ -59,6 +59,8 @@ class ToxiproxyServer:
     """The API on host:port (port 0 picks a free one: read `.port` after start()) and every proxy it makes."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8474):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port {port!r} is not a TCP port: give 0 (a free one) to 65535")
         self.host = host
         self.port = port
         self.proxies: dict[str, Proxy] = {}

@@ -11,17 +11,20 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from chaos.proxy.toxiproxy import ToxiproxyServer
 
 from .support import api
 
 
-def test_cli_config_ready_line_and_sigterm(tmp_path, upstream):
+@pytest.mark.parametrize("entry", [["chaos.proxy.toxiproxy"], ["chaos", "proxy", "serve"]])
+def test_cli_config_ready_line_and_sigterm(tmp_path, upstream, entry):
     cfg = tmp_path / "proxies.json"
     cfg.write_text(json.dumps([{"name": "from_config", "listen": "127.0.0.1:0",
                                 "upstream": f"127.0.0.1:{upstream.http_port}"}]))
-    proc = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", "0", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", *entry, "--port", "0", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         line = proc.stdout.readline().strip()
         assert line.startswith("toxiproxy-compatible API listening on http://127.0.0.1:"), line
