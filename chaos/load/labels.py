@@ -2,12 +2,13 @@
 
 The proxy sits between the load and the target. A response it altered or made up carries
 `x-chaos-fault: <rule name>; <effect>`; the load user copies that onto the record as each attempt ends
-(merge_fault). A request the proxy closed, reset or held gets no response and so no header: for those its JSONL
+(merge_header). A request the proxy closed, reset or held gets no response and so no header: for those its JSONL
 log, one line per request it touched, names the rule by the request's x-request-id, which the load sends as the
 record's id on every attempt (retries included). label_records reads those logs after the run.
 
 A record's `fault` is one label, or several distinct ones joined with ", " in the order met (a retry that was
-not hit keeps the earlier hit; a response two rules acted on has two headers): "name; effect" from the header, "name; effect; detail" from the log.
+not hit keeps the earlier hit; a response two rules acted on has two headers): "name; effect" from the header,
+"name; effect; detail" from the log.
 """
 
 from __future__ import annotations
