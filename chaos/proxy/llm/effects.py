@@ -87,10 +87,8 @@ class Hang(AnswerEffect):
         run.detail = "hung"  # what the log says if the client gives up (this task is cancelled then)
         removed = not await run.rule.sleep(self.max_s)
         run.detail = f"hung {time.monotonic() - t0:.1f}s, then " + ("passed on (rule removed)" if removed else "closed")
-        if removed:
-            ex.pass_on = True  # the request goes on to the upstream after all
-        else:
-            ex.drop()
+        if not removed:
+            ex.drop()  # else the request goes on to the upstream after all
 
 
 class Close(AnswerEffect):

@@ -169,7 +169,8 @@ async def _relay_sse(r, framing, ex, stream_runs, content_runs, chunked: bool, u
         async for piece in iter_body(r, framing):
             events, buf = split_events(buf + piece)
             for ev in events:
-                if content_runs and ev.is_token and apply_content(content_runs, ev.obj, streamed=True):
+                token = ev.is_token  # counted as the upstream sent it, whatever a content fault makes of it
+                if content_runs and token and apply_content(content_runs, ev.obj, streamed=True):
                     ev = Event.of(ev.obj)
                 out = [ev]
                 for run in stream_runs:
@@ -178,7 +179,7 @@ async def _relay_sse(r, framing, ex, stream_runs, content_runs, chunked: bool, u
                         for e in out:
                             nxt += await run.effect.on_event(run, sx, e)
                         out = nxt
-                if ev.is_token:
+                if token:
                     sx.tokens += 1
                 send(out)
             await w.drain()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
+import traceback
 
 from chaos.common import FAULT_TOKEN_HEADER, openai_error
 
@@ -55,7 +57,6 @@ class Exchange:
     def __init__(self, proxy, writer, version: str, keep: bool, request: Request, runs: list[Run]):
         self.proxy, self.writer, self.version, self.keep = proxy, writer, version, keep
         self.request, self.runs = request, runs
-        self.pass_on = False  # set by an answer effect that decided to let the request through after all
         self.answered = False
 
     def fault_headers(self, altering: bool = False) -> list[tuple[str, str]]:
@@ -234,6 +235,15 @@ class LLMProxy:
         ex = Exchange(self, writer, version, keep, req, runs)
         try:
             return await self._forward(reader, head, target, framing, body, ex)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug of ours: say so, answer 500 if we still can, and keep serving others
+            traceback.print_exc(file=sys.stderr)
+            if not ex.answered:
+                ex.keep = False
+                await ex.respond(500, json.dumps(openai_error(
+                    f"llm-chaos proxy: internal error {type(e).__name__}: {e}; please report it")).encode(), [])
+            return False
         finally:
             if runs:
                 self._log_runs(req, runs)
