@@ -11,7 +11,8 @@ from . import __version__
 # Which module registers each command. `chaos reference serve` (every replica start) imports only its own.
 COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
-            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile"}
+            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile",
+            "proxy": "chaos.proxy.cli"}
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -30,6 +31,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                "  chaos reference demo                         # start one, stream a few requests, stop it\n"
                "  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s\n"
                "  chaos selftest hostile                       # hostile input: every count must stay 0\n"
+               "  chaos proxy serve --port 8474                # a Toxiproxy-compatible fault proxy\n"
                "\nRun `chaos COMMAND --help` for the options of each command.")
     parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -38,6 +38,10 @@ SUMMARIES = {
 }
 
 
+def _unit(attr: str, kind: str) -> str:
+    return {"ms": " ms", "us": " µs"}.get(kind) or (" KB/s" if attr == "rate" else " B")
+
+
 class _LinkFault(Fault):
     family = "network"
 
@@ -116,7 +120,8 @@ class ToxicFault(_LinkFault):
                 self.revert_error = f"{proxy}: {e}"
 
     def describe(self) -> str:
-        attrs = ", ".join(f"{k}={v}" for k, v in self.attributes.items())
+        attrs = ", ".join(f"{attr} {v:g}{_unit(attr, kind)}" for attr, kind in TOXICS[self.toxic].values()
+                          if (v := self.attributes.get(attr)) is not None)
         tox = f", toxicity {self.toxicity:g}" if self.toxicity != 1 else ""
         dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
         return f"{self.toxic} ({attrs}; {self.stream}{tox}) on link {self.link} at {self.spec.at:g}s{dur}"

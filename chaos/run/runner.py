@@ -8,6 +8,7 @@ second one makes the rollback faster but never skips it. A SIGKILLed run leaves 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -198,7 +199,9 @@ class Runner:
         wanted = wanted_links(self.exp)
         if not wanted:
             return
-        links = Links(self.target, wanted, self.run_dir, run_tag=self.run_id[:8])
+        # Proxy names go into the Toxiproxy API's URL paths, and a user's server may hold other runs' proxies.
+        tag = hashlib.sha256(f"{self.run_id}:{self.started}".encode()).hexdigest()[:8]
+        links = Links(self.target, wanted, self.run_dir, run_tag=tag)
         links.on_spawn = self._journal_spawn
         links.on_created = lambda info: self.journal.write("links_created", **info)  # before any fault, fsynced
         self.target.links = links

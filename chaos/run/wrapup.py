@@ -9,6 +9,7 @@ import urllib.request
 
 import psutil
 
+from ..load.labels import label_records
 from ..load.records import read_records
 from ..load.summary import summarize_steps
 from ..report.writer import write_reports
@@ -27,6 +28,7 @@ def finish(run, code: int | None) -> int:
     """Judge the run (when it got to the end, or failed its steady-state gate), write its reports and return
     the exit code. run is the Runner."""
     records = read_records(os.path.join(run.run_dir, "requests.jsonl"))
+    _label(run, records)
     checks = []
     if code is None or code == EXIT_FAILED and run.gate is not None and not run.gate[0]:
         facts = RunFacts(gate=run.gate, faults=run.faults, target=run.target, final_health=run.final_health,
@@ -70,6 +72,18 @@ def finish(run, code: int | None) -> int:
     run.journal.close()
     run.report = report
     return code
+
+
+def _label(run, records: list) -> None:
+    """Requests an LLM proxy closed, reset or held got no x-chaos-fault header; its log names them by request id.
+    Labelled records are written back, so requests.jsonl says what each fault did to each request."""
+    links = getattr(run.target, "links", None)
+    if links is None or not records or not label_records(records, links.llm_log_paths()):
+        return
+    path = os.path.join(run.run_dir, "requests.jsonl")
+    with open(path + ".tmp", "w") as f:
+        f.writelines(r.to_json() + "\n" for r in records)
+    os.replace(path + ".tmp", path)
 
 
 def save_metrics(target, run_dir: str) -> list[str]:

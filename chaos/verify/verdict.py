@@ -51,13 +51,21 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
     if f_start is not None:
         rt = v.get("recovery_time") or {}
         width = parse_duration(rt.get("window", "5s"))
-        recovered = V.recovery_point(records, f_start, end, slo, width)
+        # A fault on a link (a toxic, a proxy rule) is a condition that lasts until it is reverted: what it
+        # hit may end long after it began (a stalled stream ends at its client's timeout), so the service
+        # recovers from its revert. An instance fault is an event: the service recovers from the moment it
+        # happened (the gateway routes around a killed replica before that replica is back).
+        ends = [f.reverted_at for f in applied if getattr(f, "family", None) in ("network", "llm")
+                and getattr(f, "reverted_at", None) is not None]
+        r_from = max([f_start, *ends])
+        recovered = V.recovery_point(records, r_from, end, slo, width)
         if "recovery_time" in v:
             bound = parse_duration(rt["max"])
-            took = None if recovered is None else recovered - f_start
+            took = None if recovered is None else recovered - r_from
+            since = "the revert of the last link fault" if ends else "the first fault"
             out.append(V.Check("recovery time", took is not None and took <= bound,
                                "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
-                               f"from the first fault until the requests ending in a {width:g}s window "
+                               f"from {since} until the requests ending in a {width:g}s window "
                                f"meet the steady-state SLO"))
     if "slo_after" in v:
         after_from = recovered if recovered is not None else (f_end or facts.load_t0 or 0)

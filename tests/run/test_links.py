@@ -1,0 +1,180 @@
+"""Network and LLM faults on a target's links, in whole runs: the shipped experiments in their short mode, the
+Toxiproxy engine given by URL, and a SIGKILLed run's proxies and toxics undone by `chaos recover`."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from chaos.common import same_process
+
+from .conftest import leftovers, report, start_run, started_processes, unreverted, wait_journal
+from .test_runs import chaos_run, skip_if_not_judged, write
+
+SHORT = ["--var", "LOAD_FOR=20s", "--var", "FAULT_AT=7s", "--var", "FAULT_FOR=7s", "--var", "PRESET=tiny"]
+
+
+def records(run_dir) -> list[dict]:
+    with open(run_dir / "requests.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def fault_window(run_dir) -> tuple[float, float]:
+    f = report(run_dir)["faults"][0]
+    assert f["applied"] and f["reverted"], f
+    return f["applied_at"], f["reverted_at"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def toxiproxy_url(tmp_path):
+    """A Toxiproxy API that is not the run's own: a real toxiproxy-server when one is found, else the bundled
+    one started here. Either way the run reaches it by URL, creates its proxies there and must delete them."""
+    if os.environ.get("TOXIPROXY_URL"):
+        yield os.environ["TOXIPROXY_URL"].rstrip("/")
+        return
+    port = _free_port()
+    binary = shutil.which("toxiproxy-server")
+    cmd = ([binary, "-host", "127.0.0.1", "-port", str(port)] if binary else
+           [sys.executable, "-m", "chaos", "proxy", "serve", "--host", "127.0.0.1", "--port", str(port)])
+    log = open(tmp_path / "toxiproxy-server.log", "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(url + "/version", timeout=1).read()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the Toxiproxy server did not start"
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def proxies_on(url: str) -> dict:
+    with urllib.request.urlopen(url + "/proxies", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def test_network_jitter_moves_r1s_latency_and_traffic(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run("experiments/network-jitter.yaml", run_dir, *SHORT)
+    skip_if_not_judged(r, run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    a, b = fault_window(run_dir)
+    recs = [x for x in records(run_dir) if x["outcome"] == "ok" and x["t_first"]]
+    ttft = {(who, during): [x["t_first"] - x["t_start"] for x in recs if x["served_by"] == who
+                            and (a + 0.5 <= x["t_start"] < b - 0.5) == during]
+            for who in ("r0", "r1") for during in (True, False)}
+    # 200 ms ± 100 ms on every chunk from r1: its first tokens arrive at least 100 ms later than before
+    assert statistics.median(ttft["r1", True]) >= statistics.median(ttft["r1", False]) + 0.1, ttft
+    assert "latency 200 ms, jitter 100 ms" in report(run_dir)["faults"][0]["description"]
+    assert "link r1" in report(run_dir)["faults"][0]["description"]
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+def test_upstream_timeout_retries_on_the_other_replica(tmp_path, toxiproxy_url):
+    """Through a Toxiproxy server given by URL (the one a user runs): the run's proxy exists there during the run
+    and is gone after it."""
+    exp = open("experiments/upstream-timeout.yaml").read().replace(
+        "  replicas: 2\n", f"  replicas: 2\n  toxiproxy: {{url: {toxiproxy_url}}}\n", 1)
+    path = write(tmp_path, exp)
+    run_dir = tmp_path / "run"
+    r = chaos_run(path, run_dir, *SHORT)
+    skip_if_not_judged(r, run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    rep = report(run_dir)
+    retries = [n for n in rep["notes"] if n.startswith("gw at the end") and "retries_total" in n]
+    assert retries, rep["notes"]  # requests sent to the silent r1 were retried on r0
+    created = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_created"]
+    assert created and created[0]["external"] and created[0]["toxiproxy"] == toxiproxy_url
+    assert not any(name in proxies_on(toxiproxy_url) for name in created[0]["proxies"])  # deleted at the end
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+def test_stream_stall_fails_stalled_streams_and_labels_them(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run("experiments/stream-stall.yaml", run_dir, *SHORT)
+    skip_if_not_judged(r, run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    recs = records(run_dir)
+    stalled = [x for x in recs if (x.get("fault") or "").startswith("stall-30pct; stall")]
+    assert stalled, "some streams were stalled"
+    # failed at the client's total timeout after their 4th token (3 gaps between 4 tokens)
+    assert any(x["outcome"] == "timeout" and x["t_first"] and len(x["itl_us"]) == 3 for x in stalled), stalled
+    assert all(x["outcome"] == "ok" for x in recs if not x.get("fault") and x["outcome"] != "cancelled")
+    assert "fault stall-30pct; stall" in open(run_dir / "report.md").read()
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+def test_rate_limited_retries_by_cause(tmp_path):
+    run_dir = tmp_path / "run"
+    r = chaos_run("experiments/rate-limited.yaml", run_dir, *SHORT)
+    skip_if_not_judged(r, run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    recs = records(run_dir)
+    limited = [x for x in recs if (x.get("fault") or "").startswith("limited-30pct")]
+    assert limited and all(429 in x["retry_statuses"] for x in limited if x["retries"])
+    assert sum(x["retries"] for x in recs) >= len(limited) * 0.8  # nearly every hit was retried
+    md = open(run_dir / "report.md").read()
+    assert "retries by cause: 429" in md
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+
+
+KILLED = """\
+name: killed-with-links
+target:
+  kind: reference
+  replicas: 1
+  preset: tiny
+  startup_timeout: 30s
+  toxiproxy: {{url: {url}}}
+load: {{workload: chat, users: 2, duration: 30s, output_tokens: 8-16}}
+faults:
+  - {{type: latency, name: slow, at: 2s, link: r0, latency: 50ms}}
+  - {{type: token_delay, name: late, at: 2s, link: r0, delay: 10ms}}
+"""
+
+
+def test_recover_undoes_a_killed_runs_links(tmp_path, toxiproxy_url):
+    """SIGKILL the run with a toxic and a proxy rule on: recover deletes the proxy it made on the user's server
+    (toxic and all) and stops the LLM proxy it started."""
+    path = write(tmp_path, KILLED.format(url=toxiproxy_url))
+    run_dir = tmp_path / "run"
+    p = start_run(str(path), run_dir)
+    try:
+        assert wait_journal(run_dir, "fault_applied", count=2, timeout=90), p.stdout.read() if p.poll() else ""
+        created = next(e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_created")
+        name = created["proxies"][0]
+        assert [t["name"] for t in proxies_on(toxiproxy_url)[name]["toxics"]] == ["slow"]
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+    r = subprocess.run([sys.executable, "-m", "chaos", "recover", str(run_dir)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert name not in proxies_on(toxiproxy_url)
+    assert f"deleted proxy {name}" in r.stdout
+    assert not any(same_process(pid, ct) for pid, ct in started_processes(run_dir))  # the LLM proxy too
+    assert leftovers(run_dir) == []
