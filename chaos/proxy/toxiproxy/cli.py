@@ -43,25 +43,43 @@ def run_args(args) -> int:
     if not 0 <= args.port <= 65535:
         print(f"error: --port {args.port} is out of range: give 0 to 65535", file=sys.stderr)
         return 2
-    populate = None
-    if args.config:
+    return serve(args.host, args.port, args.config)
+
+
+def load_populate(populate: str) -> list:
+    """`populate` as a proxy list: JSON text (starting with '[') or the path of a file holding it."""
+    text = populate
+    if not populate.lstrip().startswith("["):
         try:
-            with open(args.config, encoding="utf-8") as f:
-                populate = f.read()
-            json.loads(populate)
-        except (OSError, ValueError) as e:
-            print(f"error: --config {args.config}: {e}: give a JSON list of proxies", file=sys.stderr)
-            return 2
-    return serve(args.host, args.port, populate)
+            with open(populate, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read the proxy config {populate}: {e.strerror}") from None
+    try:
+        items = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"the proxy config {populate[:80]} is not JSON ({e}): give a JSON list of proxies") from None
+    if not isinstance(items, list):
+        raise ValueError(f"the proxy config {populate[:80]} is not a list: give a JSON list of proxies "
+                         '([{"name": ..., "listen": ..., "upstream": ...}])')
+    return items
 
 
 def serve(host: str = "127.0.0.1", port: int = 8474, populate: str | None = None) -> int:
-    """Serve until SIGTERM/SIGINT; `populate` is the JSON text of a proxy list to create first. 0 on a
-    signal, 1 when the API cannot listen."""
-    return asyncio.run(_serve(host, port, populate))
+    """Serve until SIGTERM/SIGINT, then return 0. `populate`: a proxy list to create first, as JSON text or
+    the path of a JSON file (toxiproxy-server's -config). 1 when the API cannot listen, 2 for a config that
+    cannot be read."""
+    items = None
+    if populate is not None:
+        try:
+            items = load_populate(populate)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return asyncio.run(_serve(host, port, items))
 
 
-async def _serve(host: str, port: int, populate: str | None) -> int:
+async def _serve(host: str, port: int, items: list | None) -> int:
     from .api import ToxiproxyServer
     from .toxics import ApiError
 
@@ -77,9 +95,9 @@ async def _serve(host: str, port: int, populate: str | None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        if populate is not None:
+        if items is not None:
             try:
-                made = await server.populate_list(json.loads(populate))
+                made = await server.populate_list(items)
                 print(f"populated {len(made)} proxies from the config", file=sys.stderr)
             except ApiError as e:
                 # like toxiproxy-server: a bad config is reported and the server keeps running

@@ -77,3 +77,18 @@ def test_in_process_server_start_stop(upstream):
                 assert s.connect_ex(("127.0.0.1", p)) != 0  # and every listener
 
     asyncio.run(scenario())
+
+
+def test_populate_argument_is_json_text_or_a_file(tmp_path):
+    from chaos.proxy.toxiproxy.cli import load_populate
+
+    items = [{"name": "a", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"}]
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(items))
+    assert load_populate(json.dumps(items)) == items == load_populate(str(f))
+    for bad in (str(tmp_path / "missing.json"), "[not json"):
+        with pytest.raises(ValueError, match="proxy config"):
+            load_populate(bad)
+    f.write_text('{"name": "a"}')
+    with pytest.raises(ValueError, match="not a list"):
+        load_populate(str(f))
