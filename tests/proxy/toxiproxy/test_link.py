@@ -115,3 +115,17 @@ def test_latency_added_mid_stream_delays_the_next_chunks(engine, upstream):
         assert median([rtt() for _ in range(5)]) < 40
     finally:
         s.close()
+
+
+def test_updating_toxicity_draws_again_on_open_connections(engine, upstream):
+    p = engine.proxy(upstream.http_port)
+    engine.toxic(p["name"], type="latency", toxicity=0, attributes={"latency": 100})
+    c = _conn(p)
+    try:
+        assert median([c.timed_get() for _ in range(3)]) < 40  # toxicity 0: spared
+        engine.api("PATCH", f"/proxies/{p['name']}/toxics/latency_downstream", {"toxicity": 1})
+        assert 85 <= median([c.timed_get() for _ in range(3)]) <= 150  # drawn again: now always hit
+        engine.api("PATCH", f"/proxies/{p['name']}/toxics/latency_downstream", {"toxicity": 0})
+        assert median([c.timed_get() for _ in range(3)]) < 40
+    finally:
+        c.close()
