@@ -178,3 +178,32 @@ def test_recover_undoes_a_killed_runs_links(tmp_path, toxiproxy_url):
     assert f"deleted proxy {name}" in r.stdout
     assert not any(same_process(pid, ct) for pid, ct in started_processes(run_dir))  # the LLM proxy too
     assert leftovers(run_dir) == []
+
+
+BAD_LINK = """\
+name: bad-link
+target: {kind: reference, replicas: 2, preset: tiny}
+load: {workload: chat, users: 1, duration: 10s}
+faults:
+  - {type: latency, at: 2s, link: r7, latency: 10ms}
+  - {type: stream_cut, at: 2s, link: gw, after_tokens: 2}
+"""
+
+
+def test_a_link_that_does_not_exist_is_a_file_line_error(tmp_path):
+    path = write(tmp_path, BAD_LINK)
+    r = subprocess.run([sys.executable, "-m", "chaos", "validate", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "exp.yaml:5:" in r.stderr and "no link 'r7'; this target has client, r0, r1" in r.stderr
+    assert "exp.yaml:6:" in r.stderr and "no link 'gw'" in r.stderr
+
+
+def test_an_unreachable_toxiproxy_url_stops_the_run_before_anything_starts(tmp_path):
+    exp = BAD_LINK.replace("link: r7", "link: r1").replace("link: gw", "link: r0").replace(
+        "preset: tiny}", f"preset: tiny, toxiproxy: {{url: 'http://127.0.0.1:{_free_port()}'}}}}")
+    run_dir = tmp_path / "run"
+    r = chaos_run(write(tmp_path, exp), run_dir)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no Toxiproxy API at http://127.0.0.1:" in r.stdout + r.stderr
+    assert "drop toxiproxy.url" in r.stdout + r.stderr
+    assert leftovers(run_dir) == []
