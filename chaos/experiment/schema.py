@@ -89,6 +89,7 @@ COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ig
 GATEWAY = _obj({
     "retries": integer(0, 5),
     "first_token_timeout": TIMEOUT, "total_timeout": TIMEOUT,
+    "stream_idle_timeout": duration(positive=True, maximum=3600),
     "backoff": duration(maximum=60), "max_concurrency": integer(1, MAX_USERS),
     "max_queue": integer(0, 1_000_000), "queue_timeout": duration(positive=True, maximum=3600),
     "cache_size": integer(0, 1_000_000),

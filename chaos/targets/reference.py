@@ -24,7 +24,7 @@ def gateway_settings(g: dict) -> dict:
             out[field] = g[key]
     for key, field in (("first_token_timeout", "first_token_timeout"), ("total_timeout", "total_timeout"),
                        ("backoff", "backoff_base_s"), ("queue_timeout", "queue_timeout_s"),
-                       ("health_interval", "health_interval_s")):
+                       ("health_interval", "health_interval_s"), ("stream_idle_timeout", "stream_idle_timeout_s")):
         if key in g:
             out[field] = dur(g[key])
     e = g.get("eject") or {}

@@ -119,20 +119,29 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
         collector.feed(first)
         await committed.write(first)
         upstream_failed = None
+        idle_s, idle = s.stream_idle_timeout_s, None
         try:
             async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-                while True:
-                    try:
-                        chunk = await resp.content.readany()
-                    except (aiohttp.ClientError, OSError) as e:
-                        upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
-                        break
-                    if not chunk:
-                        break
-                    collector.feed(chunk)
-                    await committed.write(chunk)  # as it came: token by token
+                async with asyncio.timeout(idle_s) as idle:  # None: no idle limit; moved on at every chunk
+                    while True:
+                        if idle_s is not None:  # only the wait for the upstream counts, not a slow client's
+                            idle.reschedule(loop.time() + idle_s)
+                        try:
+                            chunk = await resp.content.readany()
+                        except (aiohttp.ClientError, OSError) as e:
+                            upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
+                            break
+                        if not chunk:
+                            break
+                        if idle_s is not None:
+                            idle.reschedule(None)
+                        collector.feed(chunk)
+                        await committed.write(chunk)  # as it came: token by token
         except TimeoutError:
-            upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
+            if idle is not None and idle.expired():
+                upstream_failed = f"upstream {u.name} sent nothing for {idle_s:g}s mid-stream"
+            else:
+                upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
         if upstream_failed is None and not collector.done:
             upstream_failed = f"upstream {u.name} ended the stream without [DONE]"
         if upstream_failed:

@@ -24,6 +24,9 @@ INTEGERS = {"retries": (0, 5), "retry_budget_min": (0, 10**9), "unhealthy_after_
 class GatewaySettings:
     first_token_timeout: float | str = "auto"  # per attempt: headers and first data chunk
     total_timeout: float | str = 120.0  # per attempt, whole response
+    # Mid-stream, the longest an upstream may send nothing before the stream is ended with an error event and the
+    # replica charged (a stalled replica or link otherwise holds the client until total_timeout). None: no limit.
+    stream_idle_timeout_s: float | None = None
     auto_floor_s: float = 2.0  # "auto" never goes below this
     auto_default_s: float = 10.0  # "auto" before enough samples exist
     retries: int = 2  # at most, and only while nothing has been streamed to the client
@@ -77,6 +80,10 @@ class GatewaySettings:
                 raise ValueError(f"{name} must be a whole number from {low} to {high}, got {_show(v)}")
         if self.header_timeout_s > 3600 or self.body_timeout_s > 3600:
             raise ValueError("header_timeout_s and body_timeout_s must be at most 3600 seconds")
+        idle = self.stream_idle_timeout_s
+        if idle is not None and not 0 < _number(idle) <= 3600:
+            raise ValueError(f"stream_idle_timeout_s must be a number of seconds above 0 and at most 3600, or null, "
+                             f"got {_show(idle)}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ValueError(f"seed must be a whole number or null, got {_show(self.seed)}")
 

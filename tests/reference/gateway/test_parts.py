@@ -216,6 +216,8 @@ def test_the_health_loop_outlives_an_error_in_a_check():
     {"health_interval_s": 10**400}, {"first_token_timeout": 10**400}, {"total_timeout": float("inf")},
     {"eject_for_s": float("nan")}, {"retry_after_cap_s": -1}, {"breaker_error_rate": 0},
     {"max_ejection_percent": 10**400}, {"retry_budget_ratio": "0.2"}, {"seed": 1.5},
+    {"stream_idle_timeout_s": 0}, {"stream_idle_timeout_s": -1}, {"stream_idle_timeout_s": 10**400},
+    {"stream_idle_timeout_s": "2s"}, {"stream_idle_timeout_s": 3601},
 ])
 def test_settings_refuse_wrong_types_and_ranges_with_valueerror(bad):
     with pytest.raises(ValueError):  # never TypeError or OverflowError: the CLI reports ValueError plainly
@@ -224,5 +226,7 @@ def test_settings_refuse_wrong_types_and_ranges_with_valueerror(bad):
 
 def test_settings_take_whole_numbers_and_numbers_in_range():
     s = GatewaySettings.from_dict({"retries": 0, "breaker_min_requests": 100, "first_token_timeout": 60,
-                                   "retry_after_cap_s": 0, "health_interval_s": 1, "seed": 10**30})
+                                   "retry_after_cap_s": 0, "health_interval_s": 1, "seed": 10**30,
+                                   "stream_idle_timeout_s": 2})
     assert s.breaker_min_requests == 100 and s.max_body_bytes == 32 * 2**20
+    assert s.stream_idle_timeout_s == 2 and GatewaySettings().stream_idle_timeout_s is None  # off unless asked
