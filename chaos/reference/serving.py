@@ -21,15 +21,16 @@ import sys
 
 from aiohttp import web
 
+from ..common import openai_error
+
 
 class ListenError(RuntimeError):
     pass
 
 
 def _timeout_response(what: str, seconds: float, flag: str) -> bytes:
-    body = json.dumps({"error": {"message": f"The request {what} did not arrive within {seconds:g} s ({flag}); the "
-                                            f"connection is closed.", "type": "invalid_request_error",
-                                 "param": None, "code": "request_timeout"}}).encode()
+    body = json.dumps(openai_error(f"The request {what} did not arrive within {seconds:g} s ({flag}); the connection "
+                                   f"is closed.", "invalid_request_error", "request_timeout")).encode()
     return (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 

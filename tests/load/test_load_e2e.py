@@ -62,8 +62,10 @@ def test_timings_agree_with_a_server_whose_delays_we_control(tmp_path):
     ttfts = sorted(r.t_first - r.t_start for r in records)
     gaps = sorted(r.itl_p50 for r in records)
     median = len(records) // 2
-    assert abs(ttfts[median] - 0.2) < 0.01, ttfts
-    assert abs(gaps[median] - 0.05) < 0.01, gaps
+    # The server waits exactly that long, so a measure can't be early; on a busy 2-core box it may be late by
+    # the scheduler's delay (10.5 ms was seen with a neighbour): a margin that holds there, not only when idle.
+    assert 0.2 - 0.005 <= ttfts[median] < 0.2 + 0.03, ttfts
+    assert abs(gaps[median] - 0.05) < 0.02, gaps
     assert all(r.output_tokens == 6 and r.chunks == 6 and r.served_by == "scripted-1" for r in records)
 
 
