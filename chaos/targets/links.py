@@ -14,6 +14,7 @@ L7, the SSE-aware proxy of chaos.proxy.llm).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -102,8 +103,9 @@ class Links:
                 hop.l4_name = hop.l4_name or (f"chaos-{self.run_tag}-{inst.id}" if L4 in families else None)
                 if L7 in families and hop.l7 is None:
                     port = free_port()
+                    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", inst.id)  # an openai target's id is host:port
                     hop.l7 = Instance(0, f"llm-proxy-{inst.id}", f"http://127.0.0.1:{port}", port,
-                                      log_path=os.path.join(self.out_dir, f"llm-proxy-{inst.id}.log"))
+                                      log_path=os.path.join(self.out_dir, f"llm-proxy-{safe}.log"))
 
     # -- which instances a link covers ------------------------------------------------------------------
     def members(self, link: str) -> list[Instance]:

@@ -212,3 +212,30 @@ def test_an_unreachable_toxiproxy_url_stops_the_run_before_anything_starts(tmp_p
     assert "no Toxiproxy API at http://127.0.0.1:" in r.stdout + r.stderr
     assert "drop toxiproxy.url" in r.stdout + r.stderr
     assert leftovers(run_dir) == []
+
+
+def test_a_vendor_behind_both_proxies_keeps_its_key_out_of_their_logs(tmp_path):
+    """An openai target (the reference server standing in for a vendor, with a key): the client link gets a
+    Toxiproxy latency and an LLM proxy rule that fails the 2nd and 4th requests with a 503."""
+    from chaos.reference.launcher import start_server
+
+    secret = "sk-test-links-0123456789abcdef"
+    with start_server(["--preset", "tiny", "--replica-id", "vendor"]) as srv:
+        exp = f"""\
+name: vendor-links
+target: {{kind: openai, base_url: "{srv.base_url}/v1", model: chaos-reference, api_key_env: VENDOR_KEY}}
+load: {{workload: chat, users: 1, duration: 6s, output_tokens: 4}}
+faults:
+  - {{type: latency, name: slow, at: 0.5s, latency: 20ms}}
+  - {{type: http_error, name: down-2-4, at: 0.5s, status: 503, occurrences: [2, 4]}}
+"""
+        run_dir = tmp_path / "run"
+        r = chaos_run(write(tmp_path, exp), run_dir, env={"VENDOR_KEY": secret})
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
+    hit = [x for x in records(run_dir) if x.get("fault")]
+    assert [(x["status"], x["fault"]) for x in hit] == [(503, "down-2-4; status")] * 2
+    assert (run_dir / "llm-proxy-127.0.0.1_{}.log.jsonl".format(srv.base_url.rsplit(":", 1)[1])).exists()
+    for root, _, files in os.walk(run_dir):
+        for f in files:
+            assert secret not in open(os.path.join(root, f), errors="replace").read(), f
+    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
