@@ -105,9 +105,6 @@ class LLMFault(Fault):
         self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
         return {"link": self.link, "proxies": self.proxies, "rule": self.rule}
 
-    def touches(self, inst) -> bool:
-        return any(v is inst for v in self.victims)
-
     def victim_ids(self) -> str:
         return f"link {self.link}"
 

@@ -69,11 +69,32 @@ class _LinkFault(Fault):
         return {"link": self.link, "toxiproxy": self._api.url, "external": self.target.links.external,
                 "proxies": self.proxies, "toxic": self.toxic_name}
 
-    def touches(self, inst) -> bool:
-        return any(v is inst for v in self.victims)
-
     def victim_ids(self) -> str:
         return f"link {self.link}"
+
+    def _revert_each(self, fn) -> None:
+        self.reverted = True
+        for proxy in self.proxies:  # all of them: one may have taken the fault after all
+            try:
+                fn(proxy)
+            except Exception as e:  # noqa: BLE001 - said in revert_error; the others are still reverted
+                self.revert_error = f"{proxy}: {e}"
+
+    @staticmethod
+    def _undo_each(plan: dict, what: str, fn) -> str:
+        """For recover: only on a server of the user's (the bundled one is a process of the run, stopped)."""
+        if not plan.get("external"):
+            return "the bundled proxy is stopped by recover"
+        from ..targets.toxiproxy_api import ToxiproxyAPI
+
+        api, done = ToxiproxyAPI(plan["toxiproxy"]), []
+        for proxy in plan.get("proxies") or []:
+            try:
+                if fn(api, proxy):
+                    done.append(f"{what} {proxy}")
+            except Exception as e:  # noqa: BLE001 - one line each: recover goes on with the rest
+                done.append(f"could not {what} {proxy}: {e}")
+        return "; ".join(done) or "nothing was left"
 
     def _each(self, what: str, fn) -> None:
         errors = []
@@ -112,12 +133,7 @@ class ToxicFault(_LinkFault):
             proxy, self.toxic_name, self.toxic, self.stream, self.toxicity, self.attributes))
 
     def revert(self, ctx: FaultContext) -> None:
-        self.reverted = True
-        for proxy in self.proxies:  # all of them: one may have taken the toxic after all
-            try:
-                self._api.remove_toxic(proxy, self.toxic_name)
-            except Exception as e:  # noqa: BLE001
-                self.revert_error = f"{proxy}: {e}"
+        self._revert_each(lambda proxy: self._api.remove_toxic(proxy, self.toxic_name))
 
     def describe(self) -> str:
         attrs = ", ".join(f"{attr} {v:g}{_unit(attr, kind)}" for attr, kind in TOXICS[self.toxic].values()
@@ -128,18 +144,8 @@ class ToxicFault(_LinkFault):
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
-        if not plan.get("external"):
-            return "the bundled proxy holding the toxic is stopped by recover"
-        from ..targets.toxiproxy_api import ToxiproxyAPI
-
-        api, done = ToxiproxyAPI(plan["toxiproxy"]), []
-        for proxy in plan.get("proxies") or []:
-            try:
-                if api.remove_toxic(proxy, plan["toxic"]):
-                    done.append(f"removed toxic {plan['toxic']} from {proxy}")
-            except Exception as e:  # noqa: BLE001
-                done.append(f"could not remove toxic {plan['toxic']} from {proxy}: {e}")
-        return "; ".join(done) or "no toxic was left"
+        return _LinkFault._undo_each(plan, f"remove toxic {plan.get('toxic')} from",
+                                     lambda api, proxy: api.remove_toxic(proxy, plan["toxic"]))
 
 
 class LinkDown(_LinkFault):
@@ -151,12 +157,7 @@ class LinkDown(_LinkFault):
         self._each("disabling", lambda proxy: self._api.set_enabled(proxy, False))
 
     def revert(self, ctx: FaultContext) -> None:
-        self.reverted = True
-        for proxy in self.proxies:
-            try:
-                self._api.set_enabled(proxy, True)
-            except Exception as e:  # noqa: BLE001
-                self.revert_error = f"{proxy}: {e}"
+        self._revert_each(lambda proxy: self._api.set_enabled(proxy, True))
 
     def describe(self) -> str:
         dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
@@ -164,17 +165,7 @@ class LinkDown(_LinkFault):
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
-        if not plan.get("external"):
-            return "the bundled proxy is stopped by recover"
-        from ..targets.toxiproxy_api import ToxiproxyAPI
-
-        api = ToxiproxyAPI(plan["toxiproxy"])
-        for proxy in plan.get("proxies") or []:
-            try:
-                api.set_enabled(proxy, True)
-            except Exception:  # noqa: BLE001 - recover deletes the run's proxies next anyway
-                pass
-        return f"re-enabled {', '.join(plan.get('proxies') or [])}"
+        return _LinkFault._undo_each(plan, "re-enable", lambda api, proxy: api.set_enabled(proxy, True) or True)
 
 
 NETWORK_FAULTS: list[type[Fault]] = [LinkDown] + [
