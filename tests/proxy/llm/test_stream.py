@@ -127,3 +127,22 @@ def test_stream_faults_need_a_stream(proxy):
     status, h, body = chat(proxy.port, stream=False)
     assert status == 200 and json.loads(body)["object"] == "chat.completion"
     assert "nothing to act on" in proxy.log(1)[0]["detail"]
+
+
+def test_two_rules_act_on_one_stream_and_removal_stops_a_delay_midway(proxy):
+    proxy.add({"name": "slow", "effect": "token_delay", "params": {"delay_s": 0.1}})
+    proxy.add({"name": "nu", "effect": "drop_usage"})
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=chat(proxy.port, n=30, stream_options={"include_usage": True})))
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.35)
+    proxy.remove("slow")  # 34 events at 0.1 s would take 3.4 s; the rest now goes at once
+    t.join(5)
+    took = time.monotonic() - t0
+    status, h, body = out["r"]
+    assert status == 200 and h["x-chaos-fault"] == ["slow; token_delay", "nu; drop_usage"]
+    assert contents(body) == [f"w{i} " for i in range(30)] and events(body)[-1] == "[DONE]"
+    assert not any('"usage"' in d for d in events(body))
+    assert took < 2.0
+    assert {ln["fault"] for ln in proxy.log(2)} == {"slow", "nu"}
