@@ -68,8 +68,8 @@ class Storm(Status):
 
     def takes(self, rule) -> bool:
         # The storm's own position, counted over the requests that got this far (match, window, probability).
-        seen = getattr(rule, "_storm_seen", 0)
-        rule._storm_seen = seen + 1
+        seen = rule.state.get("storm_seen", 0)
+        rule.state["storm_seen"] = seen + 1
         if self.repeat:
             return seen % (self.length + self.recover) < self.length
         return seen < self.length

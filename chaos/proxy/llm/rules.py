@@ -159,6 +159,7 @@ class Rule:
         self.matched = 0
         self.applied = 0
         self.removed = False
+        self.state: dict = {}  # an effect's own count across requests (the storm's cycle)
         self._gone: asyncio.Event | None = None
 
     @property
