@@ -10,6 +10,7 @@ touched is labelled in the load's records (the proxy's x-chaos-fault header, and
 from __future__ import annotations
 
 import json
+import re
 
 from ..common import parse_duration, parse_percent
 from .base import Fault, FaultContext, FaultError
@@ -90,7 +91,10 @@ class LLMFault(Fault):
         for key, (param, kind) in LLM_FAULTS[self.type][1].items():
             if key in p:
                 self.params[param] = parse_duration(p[key]) if kind == "s" else p[key]
-        self.rule = {"name": spec.name, "effect": self.effect, "params": self.params}
+        # The proxy takes names of [A-Za-z0-9_.-] (a default name such as stream_stall#0 has a '#'); records are
+        # labelled with this one.
+        self.rule_name = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name).lstrip("_.-")[:64] or f"fault{spec.index}"
+        self.rule = {"name": self.rule_name, "effect": self.effect, "params": self.params}
         for key in RULE_KEYS:
             if key in p:
                 self.rule[key] = parse_percent(p[key]) if key == "probability" else p[key]
@@ -130,7 +134,7 @@ class LLMFault(Fault):
     def revert(self, ctx: FaultContext) -> None:
         self.reverted = True
         for url in self.proxies:
-            why = _call("DELETE", f"{url}/__chaos/faults/{_quote(self.spec.name)}", token=self._token)
+            why = _call("DELETE", f"{url}/__chaos/faults/{self.rule_name}", token=self._token)
             if why is not None and "404" not in why:
                 self.revert_error = f"{url}: {why}"
 
@@ -144,12 +148,6 @@ class LLMFault(Fault):
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
         return "rules end with the LLM proxy, which recover stops"
-
-
-def _quote(name: str) -> str:
-    from urllib.parse import quote
-
-    return quote(name, safe="")
 
 
 LLM_FAULT_TYPES: list[type[Fault]] = [
