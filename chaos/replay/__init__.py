@@ -1,0 +1,15 @@
+"""Replay of production request logs and public traces: readers, prompt synthesis, scrubbing, filters.
+
+Standalone: imports nothing else of the toolkit.
+"""
+
+from .mapping import LogMapping
+from .model import Item, Problem
+from .readers import FORMATS, detect_format, iter_log
+from .scrub import KINDS as SCRUB_KINDS
+from .scrub import Scrubber
+from .select import item_tokens, select
+from .synth import BLOCK_TOKENS, PromptSynth, count_body, count_chat, count_prompt
+
+__all__ = ["BLOCK_TOKENS", "FORMATS", "SCRUB_KINDS", "Item", "LogMapping", "Problem", "PromptSynth", "Scrubber",
+           "count_body", "count_chat", "count_prompt", "detect_format", "item_tokens", "iter_log", "select"]

@@ -1,0 +1,69 @@
+"""select: filter a stream of Items by the logged status, error code and prompt size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from .model import Item, Problem
+from .synth import count_body
+
+
+def item_tokens(item: Item) -> int | None:
+    """The item's prompt size: as the source states it, else the reference server's count of its body."""
+    return item.input_tokens if item.input_tokens is not None else count_body(item.body)
+
+
+def _status_match(want, status: int | None) -> bool:
+    if status is None:
+        return False
+    for w in want:
+        if isinstance(w, int) and status == w:
+            return True
+        if isinstance(w, str) and len(w) == 3 and w[1:].lower() == "xx" and str(status)[:1] == w[0]:
+            return True
+    return False
+
+
+def _as_tuple(v) -> tuple:
+    return (v,) if isinstance(v, (int, str)) else tuple(v)
+
+
+def select(items: Iterable[Item | Problem], status=None, min_tokens: int | None = None,
+           max_tokens: int | None = None, error_code=None, failed: bool | None = None,
+           keep_problems: bool = True) -> Iterator[Item | Problem]:
+    """Items that pass every filter given, streamed.
+
+    status: an int (400), a class ("4xx") or a collection of them; items without a logged status never match.
+    error_code: a code or a collection of codes ("context_length_exceeded"). min_tokens / max_tokens bound the
+    prompt size (item_tokens; inclusive; an item whose size is unknown is dropped by a size filter).
+    failed: True keeps only failed requests, False only successful ones. Problems pass through unless
+    keep_problems is False, so the caller still counts the lines it could not read.
+    """
+    statuses = _as_tuple(status) if status is not None else None
+    codes = set(_as_tuple(error_code)) if error_code is not None else None
+    for s in statuses or ():
+        if not (isinstance(s, int) or (isinstance(s, str) and len(s) == 3 and s[0] in "12345"
+                                       and s[1:].lower() == "xx")):
+            raise ValueError(f"status filter {s!r}: give an int (400) or a class like '4xx'")
+    for name, v in (("min_tokens", min_tokens), ("max_tokens", max_tokens)):
+        if v is not None and (not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name} must be a non-negative int, not {v!r}")
+    if min_tokens is not None and max_tokens is not None and min_tokens > max_tokens:
+        raise ValueError(f"min_tokens {min_tokens} is above max_tokens {max_tokens}: nothing would pass")
+    for it in items:
+        if isinstance(it, Problem):
+            if keep_problems:
+                yield it
+            continue
+        if statuses is not None and not _status_match(statuses, it.status):
+            continue
+        if codes is not None and it.error_code not in codes:
+            continue
+        if failed is not None and it.failed != failed:
+            continue
+        if min_tokens is not None or max_tokens is not None:
+            n = item_tokens(it)
+            if n is None or (min_tokens is not None and n < min_tokens) or (
+                    max_tokens is not None and n > max_tokens):
+                continue
+        yield it
