@@ -19,11 +19,15 @@ EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --workload chat --rate 5,10,20 --poisson --step-duration 30s
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --rate 2 --duration 1m
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 4 --duration 5m
+  chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 10 --max-requests 2000
   chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
 
 Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (per request: time per
 output token after the first), ITL (every inter-token gap, pooled), E2E; jitter is E2E P99/P50 (docs/load.md). In open-loop (--rate) runs latency counts from each request's
 intended send time, and the summary says when the generator itself fell behind.
+A timed replay (--replay-speed) sends each request of the log window (the first --max-requests, else the whole
+log) once, in time order, at its scaled time; the summary's first lines give sent / not sent and the lag
+(actual - intended send time, P50/P99/max); anything not sent makes the exit status 1.
 Writes requests.jsonl (one record a request), summary.json/.txt, and Locust's CSV and HTML in --out."""
 
 
@@ -96,10 +100,12 @@ def build_config(a) -> LoadConfig:
     if a.replay_speed and not a.replay:
         raise ValueError("--replay-speed needs --replay FILE")
     if a.replay_speed:
-        from .workloads import load_replay
+        from .workloads import scan_replay
 
-        if any(e.get("offset_s") is None for e in load_replay(a.replay)):
-            raise ValueError(f"{a.replay}: --replay-speed needs a numeric 'timestamp' on every line")
+        scan = scan_replay(a.replay)  # the first lines only: a log is streamed, never read whole
+        if not scan.timed:
+            raise ValueError(f"{a.replay}: --replay-speed needs a numeric 'timestamp' on every line (the first "
+                             f"{scan.checked} were checked)")
     chosen = [x for x in SHAPES if getattr(a, x)]
     if len(chosen) > 1:
         raise ValueError(f"choose one load shape, not {' and '.join('--' + c.replace('_', '-') for c in chosen)}")
@@ -136,4 +142,8 @@ def cmd_load(a) -> int:
     print(f"\nrecords: {result.records_path}\nsummary: {os.path.join(result.out_dir, 'summary.json')}")
     if result.interrupted:
         return 130
+    if result.replay_lost:
+        print(f"error: the replay did not send {result.replay_lost} requests of the log window (see the first "
+              f"lines above)", file=sys.stderr)
+        return 1
     return 0 if result.locust_rc in (0, 1) else 2

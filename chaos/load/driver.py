@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from .clock import Clock
-from .records import read_new_records, read_records
+from .records import merge_accounts, read_accounts, read_new_records, read_records
 from .shapes import LoadPlan
-from .summary import StepSummary, format_table, summarize, summarize_steps
+from .summary import StepSummary, format_replay, format_table, replay_order, summarize, summarize_steps
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 
@@ -93,9 +93,17 @@ class LoadResult:
     locust_rc: int | None
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    # a timed replay's account (records.merge_accounts, plus lag and order): None for other plans
+    replay: dict | None = None
+
+    @property
+    def replay_lost(self) -> int:
+        """Requests of a timed replay's window that were not sent: more than 0 fails the load."""
+        return (self.replay or {}).get("not_sent", 0)
 
     def table(self) -> str:
-        return format_table(self.steps + ([self.overall] if len(self.steps) > 1 else []))
+        head = format_replay(self.replay) + "\n" if self.replay else ""
+        return head + format_table(self.steps + ([self.overall] if len(self.steps) > 1 else []))
 
 
 def _headers(cfg: LoadConfig) -> dict:
@@ -194,6 +202,8 @@ class LoadRun:
         self._clock = Clock()
         self._logs = []
         self._mono_start = time.monotonic()
+        self.replay_window: tuple[int, bool] | None = None  # (requests owed, counted as lines) for a timed replay
+        self.replay: dict | None = None
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -203,9 +213,11 @@ class LoadRun:
         from .workloads import Workload
 
         try:  # sizes are judged with the tokenizer just found; a bad one must not reach the Locust process
-            Workload(cfg.workload, seed=cfg.seed, tokenizer=self.tokenizer, ignore_eos=cfg.ignore_eos)
+            wl = Workload(cfg.workload, seed=cfg.seed, tokenizer=self.tokenizer, ignore_eos=cfg.ignore_eos)
         except ValueError as e:
             raise LoadError(str(e)) from None
+        if cfg.plan.replay_speed:
+            self._plan_replay(wl)
         t = cfg.timeouts
         first, total = t.first_token, t.total
         if "auto" in (first, total):
@@ -255,6 +267,45 @@ class LoadRun:
             self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
                         f"locust-worker{i}.log")
 
+    def _plan_replay(self, wl) -> None:
+        """What a timed replay owes: the first max_requests requests of the log (passes repeat), else all of it."""
+        files = list(wl.replay_scans)
+        if len(files) != 1 or len(self.cfg.workload) != 1:
+            raise LoadError("a timed replay (replay_speed) sends one log file and nothing else: drop the other "
+                            "workloads, or replay without replay_speed")
+        scan = wl.replay_scans[files[0]]
+        if not scan.timed:
+            raise LoadError(f"{files[0]}: replay_speed needs a numeric 'timestamp' on every line (the first "
+                            f"{scan.checked} were checked)")
+        mr = self.cfg.plan.max_requests
+        self.replay_window = (mr, False) if mr else (scan.requests, True)
+        for name in os.listdir(self.cfg.out_dir):  # a previous run's accounts in the same folder must not count
+            if name.startswith("replay-") and name.endswith(".json"):
+                os.remove(os.path.join(self.cfg.out_dir, name))
+
+    def account_replay(self, records: list | None = None) -> dict | None:
+        """The replay's account once Locust has ended (None for other plans): sent, not sent by reason, and with
+        records the lag and order figures. Adds a note when anything was not sent: a run's report shows it."""
+        if self.replay_window is None:
+            return None
+        first = self.replay is None
+        window, as_lines = self.replay_window
+        acc = merge_accounts(read_accounts(self.cfg.out_dir), window,
+                             None if records is None else sum(1 for r in records if r.source_line is not None),
+                             window_has_skipped=as_lines)
+        if records is not None:
+            acc["out_of_order"] = replay_order(records)
+        self.replay = acc
+        if first and acc["not_sent"]:
+            why = ", ".join(f"{k} {v}" for k, v in sorted(acc["not_sent_by_reason"].items()))
+            self.notes.append(f"REPLAY LOST REQUESTS: {acc['not_sent']} of {acc['window']} requests of the log "
+                              f"window were not sent ({why}); first lines not sent: "
+                              f"{', '.join(map(str, acc['first_not_sent'][:10])) or '-'}")
+        if first and acc["skipped"]:
+            self.notes.append(f"replay skipped {acc['skipped']} unreadable lines of the log (lines "
+                              f"{', '.join(map(str, acc['skipped_lines'][:10]))})")
+        return acc
+
     def _spawn(self, cmd, env, log_name) -> subprocess.Popen:
         log = open(os.path.join(self.cfg.out_dir, log_name), "w")
         self._logs.append(log)
@@ -265,8 +316,12 @@ class LoadRun:
 
     # -- while running --------------------------------------------------------------------------
     def poll(self) -> bool:
-        """True while the load test is still running."""
-        return self.main is not None and self.main.poll() is None
+        """True while the load test is still running. Once it has ended, a timed replay's account is read (and its
+        loss noted), so a caller that never asks for result() still sees it in notes and in .replay."""
+        running = self.main is not None and self.main.poll() is None
+        if not running and self.main is not None and self.replay is None and self.replay_window is not None:
+            self.account_replay()
+        return running
 
     def new_records(self) -> list:
         """Records written since the last call (whole lines only)."""
@@ -349,19 +404,22 @@ class LoadRun:
         durations = {s.name: s.duration for s in plan.stages}
         steps = summarize_steps(records, [s.name for s in plan.stages], plan.open_loop, durations)
         overall = summarize(records, "all", plan.open_loop)
+        replay = self.account_replay(records) if self.replay_window is not None else None
+        if replay is not None:
+            replay["lag"] = overall.lag
         rc = self.main.returncode if self.main is not None else None
         if rc not in (0, 1, None) and not self.interrupted:
             log = os.path.join(self.cfg.out_dir, "locust-master.log" if self.cfg.workers else "locust.log")
             tail = open(log).read()[-600:] if os.path.exists(log) else ""
             self.notes.append(f"Locust exited with {rc}: {tail.strip()}")
         res = LoadResult(self.cfg.out_dir, self.records_path, steps, overall, self.model, self.tokenizer,
-                         self.timeouts, rc, self.interrupted, self.notes)
+                         self.timeouts, rc, self.interrupted, self.notes, replay)
         with open(os.path.join(self.cfg.out_dir, "summary.json"), "w") as f:
             json.dump({"target": self.cfg.target, "model": self.model, "tokenizer": self.tokenizer,
                        "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
                        "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos, "plan": plan.to_dict(),
                        "interrupted": self.interrupted,
-                       "locust_exit_code": rc, "notes": self.notes, "overall": overall.to_dict(),
+                       "locust_exit_code": rc, "notes": self.notes, "replay": replay, "overall": overall.to_dict(),
                        "steps": [s.to_dict() for s in steps]}, f, indent=2)
         with open(os.path.join(self.cfg.out_dir, "summary.txt"), "w") as f:
             f.write(res.table() + "\n")

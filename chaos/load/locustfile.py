@@ -17,6 +17,8 @@ import socket
 import uuid
 
 import gevent
+import gevent.lock
+import gevent.pool
 from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -24,10 +26,10 @@ from chaos.common import parse_retry_after
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.load.labels import merge_header
-from chaos.load.records import RequestRecord
+from chaos.load.records import ReplayAccount, RequestRecord
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
-from chaos.load.workloads import Workload, WorkloadSpec
+from chaos.load.workloads import Workload, WorkloadSpec, iter_replay, replay_request
 
 with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:
     CFG = json.load(_f)
@@ -62,6 +64,7 @@ class Process:
         self.worker_name = "local"
         self.in_flight = 0
         self.budget = PLAN.max_requests
+        self.replayer = None
 
     def start(self, runner):
         self.runner = runner
@@ -186,7 +189,8 @@ class LLMUser(FastHttpUser):
     wait_time = constant(CFG.get("think_time", 0.0))
     connection_timeout = TIMEOUTS["connect"]
     network_timeout = TIMEOUTS["total"]
-    concurrency = 1
+    # a timed replay sends from one user per process, up to the plan's max_users requests at once on its pool
+    concurrency = PLAN.stages[0].users if PLAN.replay_speed else 1
     max_retries = 0
 
     @task
@@ -197,32 +201,24 @@ class LLMUser(FastHttpUser):
             gevent.sleep(0.5)  # the plan is over: start nothing new while Locust stops the users
             return
         if PLAN.replay_speed:
-            index = PROC.take_index()
-            if index is None:
-                self._budget_spent()
+            if PROC.replayer is None:  # one dispatcher a process sends the whole log; other users only wait
+                PROC.replayer = Replayer(self)
+                PROC.replayer.run()
+            gevent.sleep(0.5)
+            return
+        if PROC.schedule is not None:
+            t_sched = PROC.schedule.next()
+            if t_sched is None:
+                gevent.sleep(0.5)  # the plan is over; the shape ends the run
                 return
-            req = WORKLOAD.request(index)
-            offset = (req.offset_s or 0.0) / PLAN.replay_speed
-            if offset >= PLAN.duration:
-                PROC.budget = 0  # the log runs past the plan: nothing more to send
-                gevent.sleep(0.5)
-                return
-            t_sched = PROC.t0 + offset
             gevent.sleep(max(0.0, t_sched - now()))
         else:
-            if PROC.schedule is not None:
-                t_sched = PROC.schedule.next()
-                if t_sched is None:
-                    gevent.sleep(0.5)  # the plan is over; the shape ends the run
-                    return
-                gevent.sleep(max(0.0, t_sched - now()))
-            else:
-                t_sched = now()
-            index = PROC.take_index()
-            if index is None:
-                self._budget_spent()
-                return
-            req = WORKLOAD.request(index)
+            t_sched = now()
+        index = PROC.take_index()
+        if index is None:
+            self._budget_spent()
+            return
+        req = WORKLOAD.request(index)
         PROC.in_flight += 1
         try:
             rec = self.run_request(req, t_sched, index)
@@ -265,7 +261,7 @@ class LLMUser(FastHttpUser):
                             t_sched=t_sched, t_start=t_sched, input_tokens=req.input_tokens,
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
-                            fixed_output=req.fixed_output,
+                            fixed_output=req.fixed_output, source_line=req.source_line,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.load.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
@@ -386,4 +382,94 @@ class PlanShape(LoadTestShape):
         if found is None:
             return None
         users, spawn_rate, _ = found
+        if PLAN.replay_speed:
+            users = max(1, CFG.get("workers", 1))  # one dispatcher a process (Replayer); it spawns the sends
         return users, spawn_rate
+
+
+class Replayer:
+    """A timed replay: every request of this process's share of the log window, once, in time order, at its
+    intended time (t0 + offset / speed, open loop: a late send is never caught up by spacing the rest).
+
+    One greenlet reads the log as a stream and sleeps until each request's time; each send is its own greenlet, so
+    a burst never waits for a free user (only for one of max_users slots, and that wait counts as lag: t_start is
+    taken after the slot). A request counts as owed from the moment it is read, and the end of the run accounts
+    for each one: sent, or not sent with why (records.ReplayAccount, written as replay-<worker>.json)."""
+
+    def __init__(self, user: LLMUser):
+        self.user = user
+        self.acct = ReplayAccount(PROC.worker_name)
+        self.sends = gevent.pool.Group()
+        self.slots = gevent.lock.BoundedSemaphore(PLAN.stages[0].users)
+        self.path = os.path.join(os.path.dirname(CFG["records_path"]), f"replay-{PROC.worker_name}.json")
+
+    def run(self):
+        stopped = True
+        try:
+            self._write()  # an account from the start: a process killed later still leaves one (done: false)
+            self._dispatch()
+            # every send is bounded by its own timeouts, retries included; this only bounds the wait for them
+            drain = TIMEOUTS["total"] * (RETRY["max"] + 1) + RETRY["max"] * RETRY.get("max_delay_s", 10.0) + 5
+            self.sends.join(timeout=drain)
+            stopped = False
+        finally:
+            self.acct.done = True
+            if self.sends:
+                self.sends.kill(block=False)  # their records say cancelled: they were sent
+            self._write()
+        if not stopped:
+            self._end_run()
+
+    def _dispatch(self):
+        spec = next(s for s, _ in WORKLOAD.specs if s.name == "replay")
+        limit = PLAN.max_requests  # the window: the first max_requests of the log (passes repeat), else all of it
+        passes = max(1, limit) if limit else 1  # iter_replay stops after a pass with nothing readable
+        t0 = now()
+        newest = -1.0
+        n = 0  # readable requests of the whole log seen so far, every process's share
+        for item in iter_replay(spec.replay_file, passes=passes):
+            if item.entry is None:
+                self.acct.skipped += 1
+                if len(self.acct.skipped_lines) < 20:
+                    self.acct.skipped_lines.append(item.lineno)
+                continue
+            if limit is not None and n >= limit:
+                break
+            mine = n % PROC.count == PROC.index
+            n += 1
+            if not mine:
+                continue
+            self.acct.window += 1
+            offset = item.offset_s / PLAN.replay_speed
+            if offset < newest:
+                self.acct.late_in_log += 1
+            newest = max(newest, offset)
+            if t0 + offset - PROC.t0 >= PLAN.duration:
+                # the rest of the window falls after the plan: counted by the driver from its pre-scan, not read
+                self.acct.miss("duration", item.lineno)
+                self.acct.cut = "duration"
+                return
+            t_sched = t0 + offset
+            gevent.sleep(max(0.0, t_sched - now()))
+            self.sends.spawn(self._send, replay_request(item.entry, WORKLOAD.counter, item.offset_s, item.lineno),
+                             t_sched)
+
+    def _send(self, req, t_sched: float):
+        with self.slots:
+            self.acct.sent += 1
+            rec = self.user.run_request(req, t_sched, req.source_line or 0)
+        PROC.add(rec)
+        self.user._fire_timings(rec)
+
+    def _write(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.acct.to_dict(), f)
+        os.replace(tmp, self.path)
+
+    def _end_run(self):
+        """The window is done: a local run ends now (a distributed one when its plan does)."""
+        runner = self.user.environment.runner
+        if runner is not None and not isinstance(runner, WorkerRunner):
+            PROC.flush()
+            gevent.spawn_later(0.1, runner.quit)

@@ -43,6 +43,7 @@ class StepSummary:
     token_counts: str = "exact"  # exact | estimate | mixed
     late_requests: int = 0  # open loop: sent > 10 ms after their intended time
     max_lag_s: float = 0.0
+    lag: dict = field(default_factory=dict)  # t_start - t_sched: p50/p99/max seconds (open loop: the generator's)
     open_loop: bool = False
     # "rule; effect" of the fault proxy -> {"requests", "ok", "cancelled", "errors": {outcome: count}}; a request
     # that met two faults counts under each
@@ -105,11 +106,11 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
                 tpot.append((r.t_end - r.t_first) / (r.output_tokens - 1))
         if r.t_end is not None:
             e2e.append(r.t_end - base)
-    for r in records:
-        lag = r.t_start - r.t_sched
-        if lag > LAG_THRESHOLD_S:
-            s.late_requests += 1
-        s.max_lag_s = max(s.max_lag_s, lag)
+    lags = np.fromiter((r.t_start - r.t_sched for r in records), dtype=float, count=len(records))
+    s.late_requests = int((lags > LAG_THRESHOLD_S).sum())
+    s.max_lag_s = max(0.0, float(lags.max()))
+    p50, p99 = np.percentile(lags, [50, 99])
+    s.lag = {"p50": float(p50), "p99": float(p99), "max": float(lags.max())}
     judged = s.requests - s.cancelled
     s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
     s.ttft, s.tpot, s.e2e = _triple(ttft), _triple(tpot), _triple(e2e)
@@ -150,6 +151,37 @@ def summarize_steps(records: list[RequestRecord], step_order: list[str], open_lo
         by_step.setdefault(r.step or "all", []).append(r)
     names = [n for n in step_order if n in by_step] + [n for n in by_step if n not in step_order]
     return [summarize(by_step[n], n, open_loop, (durations or {}).get(n)) for n in names]
+
+
+def replay_order(records: list[RequestRecord]) -> int:
+    """Replayed requests sent before one intended earlier (per process: each has its own clock anchor): sorted by
+    intended time (then log line, the replay's own order for equal times), each actual send must not precede the
+    previous one's."""
+    by_worker: dict = {}
+    for r in records:
+        if r.source_line is not None:
+            by_worker.setdefault(r.worker, []).append((r.t_sched, r.source_line, r.t_start))
+    bad = 0
+    for rows in by_worker.values():
+        rows.sort()
+        bad += sum(1 for a, b in zip(rows, rows[1:]) if b[2] < a[2])
+    return bad
+
+
+def format_replay(acc: dict) -> str:
+    """The replay's first lines: a loss says so before anything else."""
+    lines = []
+    if acc.get("not_sent"):
+        why = ", ".join(f"{k} {v}" for k, v in sorted(acc["not_sent_by_reason"].items()))
+        lines.append(f"REPLAY INCOMPLETE: not sent: {acc['not_sent']} of {acc['window']} requests of the log window "
+                     f"({why}); first lines not sent: {', '.join(map(str, acc['first_not_sent'][:10])) or '-'}")
+    lag = acc.get("lag") or {}
+    lag_text = "/".join(_ms(lag.get(k)) for k in ("p50", "p99", "max")) if lag else "-"
+    lines.append(f"replay: sent {acc['sent']} of {acc['window']}, not sent: {acc['not_sent']}, "
+                 f"out of order: {acc.get('out_of_order', '-')}, lag p50/p99/max {lag_text} ms"
+                 + (f", skipped {acc['skipped']} unreadable lines" if acc.get("skipped") else "")
+                 + (f", {acc['late_in_log']} lines out of order in the log itself" if acc.get("late_in_log") else ""))
+    return "\n".join(lines)
 
 
 def _ms(v) -> str:

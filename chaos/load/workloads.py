@@ -16,6 +16,7 @@ ignore_eos, so a model's EOS cannot end the stream early.
 
 from __future__ import annotations
 
+import heapq
 import json
 import random
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class LLMRequest:
     expect_json: bool = False
     offset_s: float | None = None  # replay: when the original request was sent, relative to the first
     fixed_output: bool = False  # max_tokens is the length asked for, not just a cap
+    source_line: int | None = None  # replay: the request's line in the log, so a failure traces back
 
 
 class TokenCounter:
@@ -152,10 +154,13 @@ class Workload:
         rng = random.Random(seed ^ 0x5EED)
         self.system_prompt = filler_text(rng, self.counter.bytes_for(system_prompt_tokens),
                                          "You are the support assistant of an online shop. Policies:")
-        self._replay_entries: dict[str, list[dict]] = {}
+        self._replay_cursors: dict[str, ReplayCursor] = {}
+        self.replay_scans: dict[str, ReplayScan] = {}
         for spec, _ in specs:
             if spec.name == "replay":
-                self._replay_entries[spec.replay_file] = load_replay(spec.replay_file)
+                # a bounded pre-scan: the file is streamed when sending, never held
+                self.replay_scans[spec.replay_file] = scan_replay(spec.replay_file)
+                self._replay_cursors[spec.replay_file] = ReplayCursor(spec.replay_file)
             elif spec.input_tokens[0] < self.floor(spec.name):
                 raise ValueError(
                     f"input_tokens {spec.input_tokens[0]} is below what the {spec.name} workload's own text takes "
@@ -214,48 +219,178 @@ class Workload:
         return self._overhead(case) + 1
 
     def _replay(self, spec, i):
-        entries = self._replay_entries[spec.replay_file]
-        e = entries[i % len(entries)]
-        body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",
-                                                      "stream_options")}
-        endpoint = "chat" if "messages" in body else "completion"
-        if endpoint == "chat" and isinstance(body.get("messages"), list) and all(
-                isinstance(m, dict) and isinstance(m.get("content"), str) for m in body["messages"]):
-            n = self.counter.count_chat(body["messages"])
-        elif isinstance(body.get("prompt"), str):
-            n = self.counter.count_prompt(body["prompt"])
-        else:
-            n = 0  # malformed on purpose (replayed abnormal input): the target must say so
-        cycle = i // len(entries)
-        offset = e.get("offset_s")
-        if offset is not None and entries[-1].get("offset_s") is not None:
-            offset += cycle * (entries[-1]["offset_s"] + 1.0)
-        return LLMRequest(e.get("case") or "replay", endpoint, body, n, self.counter.source,
-                          bool((body.get("response_format") or {}).get("type") == "json_object"), offset)
+        e, offset, lineno = self._replay_cursors[spec.replay_file].at(i)
+        return replay_request(e, self.counter, offset, lineno)
+
+
+def replay_request(e: dict, counter: TokenCounter, offset: float | None = None,
+                   lineno: int | None = None) -> LLMRequest:
+    """One logged request body as the user sends it (model and stream are the run's own)."""
+    body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",
+                                                  "stream_options")}
+    endpoint = "chat" if "messages" in body else "completion"
+    if endpoint == "chat" and isinstance(body.get("messages"), list) and all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) for m in body["messages"]):
+        n = counter.count_chat(body["messages"])
+    elif isinstance(body.get("prompt"), str):
+        n = counter.count_prompt(body["prompt"])
+    else:
+        n = 0  # malformed on purpose (replayed abnormal input): the target must say so
+    return LLMRequest(e.get("case") or "replay", endpoint, body, n, counter.source,
+                      bool((body.get("response_format") or {}).get("type") == "json_object"), offset,
+                      source_line=lineno)
+
+
+PRESCAN_LINES = 1000  # lines checked when a workload is built; later ones are checked as they are sent
+REORDER_WINDOW = 1000  # lines held to put a nearly sorted log in time order (bounded memory)
+
+
+def _parse_line(path: str, lineno: int, line: bytes | str) -> dict:
+    try:
+        e = json.loads(line)
+    except ValueError as err:
+        raise ValueError(f"{path}:{lineno}: not JSON ({err})") from None
+    if not isinstance(e, dict) or ("messages" not in e and "prompt" not in e):
+        raise ValueError(f"{path}:{lineno}: each line needs 'messages' or 'prompt'")
+    return e
+
+
+def _timestamp(e: dict) -> float | None:
+    t = e.get("timestamp")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+
+
+@dataclass(slots=True)
+class ReplayScan:
+    requests: int  # non-blank lines of the whole file (counted, not parsed)
+    checked: int  # lines parsed and checked
+    timed: bool  # every checked line has a numeric timestamp
+
+
+def scan_replay(path: str, check: int = PRESCAN_LINES) -> ReplayScan:
+    """Check the first `check` lines (JSON, a body) and count the rest without parsing them: bounded memory and a
+    read of the file, so a workload can be validated before a run without holding the log."""
+    n = checked = 0
+    timed = True
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            n += 1
+            if checked < check:
+                checked += 1
+                timed = timed and _timestamp(_parse_line(path, lineno, line)) is not None
+    if not n:
+        raise ValueError(f"{path}: no requests in the replay file")
+    return ReplayScan(n, checked, timed)
+
+
+@dataclass(slots=True)
+class ReplayItem:
+    lineno: int
+    entry: dict | None  # None: the line could not be read (error says why)
+    offset_s: float | None  # seconds after the log's first request, passes included
+    error: str | None = None
+
+
+def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW):
+    """The log's requests in time order, streamed: a heap of `window` lines puts a nearly sorted log in order;
+    a line older than one already released comes out at once (its offset is in the past: it is sent late, and the
+    replay counts it). A line that cannot be read comes out as an item with error set, never fatal. Pass k repeats
+    the log k x (its span + 1 s) later. Offsets count from the earliest timestamp of the first window."""
+    t0: float | None = None
+    last = 0.0  # the largest offset of the first pass: its span
+    for k in range(passes):
+        heap: list = []
+        shift = k * (last + 1.0)
+        with open(path, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    e = _parse_line(path, lineno, line)
+                except ValueError as err:
+                    yield ReplayItem(lineno, None, None, str(err))
+                    continue
+                t = _timestamp(e)
+                if t is None:
+                    yield ReplayItem(lineno, None, None, f"{path}:{lineno}: no numeric 'timestamp'")
+                    continue
+                heapq.heappush(heap, (t, lineno, e))
+                if len(heap) > window:
+                    t, n, e = heapq.heappop(heap)
+                    t0 = t if t0 is None else t0
+                    if not k:
+                        last = max(last, t - t0)
+                    yield ReplayItem(n, e, t - t0 + shift)
+            while heap:
+                t, n, e = heapq.heappop(heap)
+                t0 = t if t0 is None else t0
+                if not k:
+                    last = max(last, t - t0)
+                yield ReplayItem(n, e, t - t0 + shift)
+        if t0 is None:
+            return  # nothing readable: more passes would read the same
+
+
+class ReplayCursor:
+    """Request i of an untimed replay (a rate or users plan): entry i % N of the file, read forward. Each process
+    asks for increasing i, so this is one streamed read a pass, never the whole file in memory."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._it = None
+        self._pos = -1  # the index of the entry last read
+        self._last = None
+
+    def at(self, i: int) -> tuple[dict, float | None, int]:
+        if self._it is None or i < self._pos:
+            self._it, self._pos = self._entries(), -1
+        while self._pos < i:
+            self._last = next(self._it)
+            self._pos += 1
+        e, offset, lineno = self._last
+        return e, offset, lineno
+
+    def _entries(self):
+        """(entry, offset, line) forever, pass after pass; unreadable lines are skipped past the pre-scan (which
+        refused the first ones), so they cannot stop a run."""
+        t0, span, k = None, 0.0, 0
+        while True:
+            found = False
+            with open(self.path, "rb") as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        e = _parse_line(self.path, lineno, line)
+                    except ValueError:
+                        continue
+                    found = True
+                    t = _timestamp(e)
+                    offset = None
+                    if t is not None:
+                        t0 = t if t0 is None else t0
+                        if not k:
+                            span = max(span, t - t0)
+                        offset = t - t0 + k * (span + 1.0)
+                    yield e, offset, lineno
+            if not found:
+                raise ValueError(f"{self.path}: no readable requests in the replay file")
+            k += 1
 
 
 def load_replay(path: str) -> list[dict]:
-    """Requests from a JSONL log: OpenAI bodies, optionally with timestamp (epoch s) and case."""
-    entries = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                e = json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"{path}:{lineno}: not JSON ({err})") from None
-            if not isinstance(e, dict) or ("messages" not in e and "prompt" not in e):
-                raise ValueError(f"{path}:{lineno}: each line needs 'messages' or 'prompt'")
-            entries.append(e)
+    """Every request of a small JSONL log, sorted by time (tests and tools; a run streams the file instead)."""
+    with open(path, "rb") as f:
+        entries = [_parse_line(path, n, line) for n, line in enumerate(f, 1) if line.strip()]
     if not entries:
         raise ValueError(f"{path}: no requests in the replay file")
-    stamps = [e.get("timestamp") for e in entries]
-    if all(isinstance(t, (int, float)) for t in stamps):
+    stamps = [_timestamp(e) for e in entries]
+    if all(t is not None for t in stamps):
         t0 = min(stamps)
-        for e in entries:
-            e["offset_s"] = e["timestamp"] - t0
+        for e, t in zip(entries, stamps):
+            e["offset_s"] = t - t0
         entries.sort(key=lambda e: e["offset_s"])
     return entries
 
