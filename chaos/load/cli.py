@@ -143,7 +143,7 @@ def cmd_load(a) -> int:
     if result.interrupted:
         return 130
     if result.replay_lost:
-        print(f"error: the replay did not send {result.replay_lost} requests of the log window (see the first "
-              f"lines above)", file=sys.stderr)
+        print(f"error: replay incomplete, not sent: {result.replay_lost} requests of the log window (why: the "
+              f"first lines of the summary above)", file=sys.stderr)
         return 1
     return 0 if result.locust_rc in (0, 1) else 2
