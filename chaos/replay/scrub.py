@@ -4,6 +4,7 @@ keeping a value.
 
 Digit runs are classified by checks, not by shape alone, to keep false positives (order numbers, dates)
 down: an ID-card number must carry its ISO 7064 check character, a card number must pass Luhn.
+Boundaries are ASCII: "手机13800138000" has a phone number in it, though re counts CJK letters as word characters.
 """
 
 from __future__ import annotations
@@ -28,24 +29,24 @@ _SECRET_KEY = re.compile(r"(?i)^(api[-_]?key|x-api-key|authorization|access[-_]?
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*")
 # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-... (Anthropic), at least 16 characters after the dash.
 _SK = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}")
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,63})@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
-                    r"[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])")
-_IPV6 = re.compile(r"(?<![\w:.])\[?((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|\d{1,3}(?:\.\d{1,3}){3})"
-                   r"(?:%[0-9A-Za-z]+)?)\]?(?![\w:])")
-_IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-                   r"(?!\.?\d)(?!\w)")
-_ID_CARD = re.compile(r"(?<![\w])\d{17}[\dXx](?![\w])")
+_EMAIL = re.compile(r"(?<![0-9A-Za-z_.+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,63})@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+                    r"[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![0-9A-Za-z_-])")
+_IPV6 = re.compile(r"(?<![0-9A-Za-z_:.])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|\d{1,3}(?:\.\d{1,3}){3})"
+                   r"(?:%[0-9A-Za-z]+)?)(?![0-9A-Za-z_:])")
+_IPV4 = re.compile(r"(?<![0-9A-Za-z_.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+                   r"(?!\.?\d)(?![0-9A-Za-z_])")
+_ID_CARD = re.compile(r"(?<![0-9A-Za-z_])\d{17}[\dXx](?![0-9A-Za-z_])")
 # 13-19 digits, optionally grouped by single spaces or dashes (4-4-4-4, 4-6-5, ...).
-_CARD = re.compile(r"(?<![\w+\-])\d(?:[ \-]?\d){12,18}(?![\w])")
+_CARD = re.compile(r"(?<![0-9A-Za-z_+\-])\d(?:[ \-]?\d){12,18}(?![0-9A-Za-z_])")
 _PHONE = re.compile(
-    r"(?<![\w+])(?:"
+    r"(?<![0-9A-Za-z_+])(?:"
     r"\+\d{1,3}(?:[ .\-]?\(?\d{1,4}\)?){1,5}"  # international: +44 20 7946 0958, +86 138 0013 8000
     r"|\(\d{2,5}\)[ .\-]?\d{3,4}[ .\-]?\d{3,4}"  # (555) 123-4567, (020) 7946 0958
     r"|\d{3}[.\-]\d{3}[.\-]\d{4}"  # 555-123-4567, 555.123.4567
     r"|\d{3} \d{3} \d{4}"  # 555 123 4567
     r"|0\d{1,4}[ \-]\d{3,4}[ \-]?\d{3,4}"  # national trunk prefix: 020 7946 0958, 030-1234567, 07700 900123
     r"|1[3-9]\d{9}"  # Chinese mobile: 13800138000
-    r")(?![\w])")
+    r")(?![0-9A-Za-z_])")
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
