@@ -57,8 +57,11 @@ def test_bursty_log_is_sent_whole_once_and_in_order_with_max_requests_equal_to_i
     log = tmp_path / "bursty.jsonl"
     offsets = bursty_log(log)
     speed = 4.0
+    # a stop timeout shorter than the scaled lulls, as a 10 s one is against a real trace's minute-long silences:
+    # the old replay ended its run there (budget spent, nothing in flight) and killed the sleepers (120 of 300)
+    plan = replay(20.0, speed=speed, max_users=128, max_requests=len(offsets), stop_timeout=0.2)
     with CountingServer() as srv:
-        cfg = LoadConfig(target=srv.url, plan=replay(20.0, speed=speed, max_users=128, max_requests=len(offsets)),
+        cfg = LoadConfig(target=srv.url, plan=plan,
                          workload=[(WorkloadSpec("replay", replay_file=str(log)), 1.0)], out_dir=str(tmp_path / "o"))
         t = time.monotonic()
         result = run_load(cfg, progress=lambda line: None)
