@@ -26,28 +26,44 @@ SECRET_HEADERS = {
 _SECRET_KEY = re.compile(r"(?i)^(api[-_]?key|x-api-key|authorization|access[-_]?token|refresh[-_]?token|"
                          r"password|passwd|secret|client[-_]?secret|cookie)$")
 
-_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*")
+# Each pattern starts with a character (class) and checks the character before it in a lookbehind after that:
+# re then skips to candidate characters in C instead of trying every position (~10x faster on prose).
+_NB = "0-9A-Za-z_"  # ASCII word characters: the boundaries
+_BEARER = re.compile(rf"[Bb](?<![{_NB}][Bb])(?i:earer)\s+[A-Za-z0-9\-._~+/]{{8,}}=*")
 # OpenAI-style keys: sk-..., sk-proj-..., sk-ant-... (Anthropic), at least 16 characters after the dash.
-_SK = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}")
-_EMAIL = re.compile(r"(?<![0-9A-Za-z_.+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,63})@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
-                    r"[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![0-9A-Za-z_-])")
-_IPV6 = re.compile(r"(?<![0-9A-Za-z_:.])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|\d{1,3}(?:\.\d{1,3}){3})"
-                   r"(?:%[0-9A-Za-z]+)?)(?![0-9A-Za-z_:])")
-_IPV4 = re.compile(r"(?<![0-9A-Za-z_.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-                   r"(?!\.?\d)(?![0-9A-Za-z_])")
-_ID_CARD = re.compile(r"(?<![0-9A-Za-z_])\d{17}[\dXx](?![0-9A-Za-z_])")
+_SK = re.compile(rf"sk-(?<![{_NB}]sk-)[A-Za-z0-9_\-]{{16,}}")
+# E-mail: found by its "@domain"; the local part is walked back by hand (a pattern starting with a letter
+# would be tried at every letter).
+_EMAIL_DOMAIN = re.compile(rf"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+[A-Za-z]{{2,24}}(?![{_NB}-])")
+_EMAIL_LOCAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-"
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_IPV6 = re.compile(rf"(?<![{_NB}:.])((?:[0-9A-Fa-f]{{0,4}}:){{2,7}}(?:[0-9A-Fa-f]{{0,4}}|\d{{1,3}}(?:\.\d{{1,3}}){{3}})"
+                   rf"(?:%[0-9A-Za-z]+)?)(?![{_NB}:])")
+_IPV4 = re.compile(rf"(?<![{_NB}.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){{3}}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+                   rf"(?!\.?\d)(?![{_NB}])")
+_ID_CARD = re.compile(rf"\d(?<![{_NB}]\d)\d{{16}}[\dXx](?![{_NB}])")
 # 13-19 digits, optionally grouped by single spaces or dashes (4-4-4-4, 4-6-5, ...).
-_CARD = re.compile(r"(?<![0-9A-Za-z_+\-])\d(?:[ \-]?\d){12,18}(?![0-9A-Za-z_])")
-_PHONE = re.compile(
-    r"(?<![0-9A-Za-z_+])(?:"
-    r"\+\d{1,3}(?:[ .\-]?\(?\d{1,4}\)?){1,5}"  # international: +44 20 7946 0958, +86 138 0013 8000
-    r"|\(\d{2,5}\)[ .\-]?\d{3,4}[ .\-]?\d{3,4}"  # (555) 123-4567, (020) 7946 0958
-    r"|\d{3}[.\-]\d{3}[.\-]\d{4}"  # 555-123-4567, 555.123.4567
-    r"|\d{3} \d{3} \d{4}"  # 555 123 4567
-    r"|0\d{1,4}[ \-]\d{3,4}[ \-]?\d{3,4}"  # national trunk prefix: 020 7946 0958, 030-1234567, 07700 900123
-    r"|1[3-9]\d{9}"  # Chinese mobile: 13800138000
-    r")(?![0-9A-Za-z_])")
+_CARD = re.compile(rf"\d(?<![{_NB}+\-]\d)(?:[ \-]?\d){{12,18}}(?![{_NB}])")
+_PHONES = (
+    # international: +44 20 7946 0958, +86 138 0013 8000
+    re.compile(rf"\+(?<![{_NB}+]\+)\d{{1,3}}(?:[ .\-]?\(?\d{{1,4}}\)?){{1,5}}(?![{_NB}])"),
+    # (555) 123-4567, (020) 7946 0958
+    re.compile(rf"\((?<![{_NB}]\()\d{{2,5}}\)[ .\-]?\d{{3,4}}[ .\-]?\d{{3,4}}(?![{_NB}])"),
+    re.compile(rf"\d(?<![{_NB}+]\d)(?:"
+               r"\d{2}[.\-]\d{3}[.\-]\d{4}"  # 555-123-4567, 555.123.4567
+               r"|\d{2} \d{3} \d{4}"  # 555 123 4567
+               r"|(?<=0)\d{1,4}[ \-]\d{3,4}[ \-]?\d{3,4}"  # trunk prefix 0: 020 7946 0958, 030-1234567
+               r"|(?<=1)[3-9]\d{9}"  # Chinese mobile: 13800138000
+               rf")(?![{_NB}])"),
+)
 
+# A run of digits and the separators numbers are written with. Every IPv4 address, ID-card, card and phone
+# number lies in one run (give or take a "+" or "(" before it and a ")" or "X" after it), so the number patterns
+# run on the runs with enough digits, not on the whole text: prose is scanned once, in C.
+_RUN = re.compile(r"[0-9](?:(?:[ ()\-.+]{0,3}[0-9]){6,}|[0-9]{0,2}(?:\.[0-9]{1,3}){3})")  # 7+ digits, or IPv4
+_RUN_CONTEXT = 2  # characters kept around a run: a "+" or "(" and the boundary before; ")" or ".5" after
+
+_NUMBER_KINDS = frozenset({"ipv4", "id_card", "card", "phone"})
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 
@@ -95,22 +111,16 @@ class Scrubber:
         if not s:
             return s
         k = self.kinds
-        if "bearer" in k:
+        if "bearer" in k and ("earer" in s or "EARER" in s):
             s = self._sub(_BEARER, s, "bearer")
-        if "api_key" in k:
+        if "api_key" in k and "sk-" in s:
             s = self._sub(_SK, s, "api_key")
-        if "email" in k:
-            s = self._sub(_EMAIL, s, "email")
-        if "ipv6" in k and ":" in s:
+        if "email" in k and "@" in s:
+            s = self._email(s)
+        if "ipv6" in k and _IPV6_HINT.search(s):
             s = self._ipv6(s)
-        if "ipv4" in k and "." in s:
-            s = self._sub(_IPV4, s, "ipv4")
-        if "id_card" in k:
-            s = self._sub(_ID_CARD, s, "id_card", check=id_card_ok)
-        if "card" in k:
-            s = self._sub(_CARD, s, "card", check=lambda v: luhn_ok(re.sub(r"\D", "", v)))
-        if "phone" in k:
-            s = self._sub(_PHONE, s, "phone", check=_phone_ok)
+        if k & _NUMBER_KINDS:
+            s = self._numbers(s)
         return s
 
     def value(self, v, key: str | None = None):
@@ -153,6 +163,50 @@ class Scrubber:
             self._counts[kind] += 1
             return f"[{kind}]"
         return pattern.sub(repl, s)
+
+    def _numbers(self, s: str) -> str:
+        out, done = [], 0
+        for m in _RUN.finditer(s):
+            a, b = m.span()
+            start, end = max(a - _RUN_CONTEXT, done), min(b + _RUN_CONTEXT, len(s))
+            seg = self._number_segment(s[start:end])
+            out += (s[done:start], seg)
+            done = end
+        if not out:
+            return s
+        out.append(s[done:])
+        return "".join(out)
+
+    def _number_segment(self, s: str) -> str:
+        k = self.kinds
+        if "ipv4" in k and "." in s:
+            s = self._sub(_IPV4, s, "ipv4")
+        if "id_card" in k:
+            s = self._sub(_ID_CARD, s, "id_card", check=id_card_ok)
+        if "card" in k:
+            s = self._sub(_CARD, s, "card", check=lambda v: luhn_ok(re.sub(r"\D", "", v)))
+        if "phone" in k:
+            for pattern in _PHONES:
+                s = self._sub(pattern, s, "phone", check=_phone_ok)
+        return s
+
+    def _email(self, s: str) -> str:
+        out, done = [], 0
+        for m in _EMAIL_DOMAIN.finditer(s):
+            at = m.start()
+            chunk = s[max(done, at - 64):at]
+            start = at - (len(chunk) - len(chunk.rstrip(_EMAIL_LOCAL)))
+            while start < at and not s[start].isalnum():
+                start += 1  # a local part starts with a letter or digit
+            if start == at:
+                continue  # "@example.com" alone: a handle or a decorator, not an address
+            out += (s[done:start], "[email]")
+            done = m.end()
+            self._counts["email"] += 1
+        if not out:
+            return s
+        out.append(s[done:])
+        return "".join(out)
 
     def _ipv6(self, s: str) -> str:
         if "ipv6" not in self.kinds:
