@@ -8,7 +8,7 @@ from .model import Item, Problem
 from .readers import FORMATS, detect_format, iter_log
 from .scrub import KINDS as SCRUB_KINDS
 from .scrub import Scrubber
-from .select import item_tokens, select
+from .filters import item_tokens, select
 from .synth import BLOCK_TOKENS, PromptSynth, count_body, count_chat, count_prompt
 
 __all__ = ["BLOCK_TOKENS", "FORMATS", "SCRUB_KINDS", "Item", "LogMapping", "Problem", "PromptSynth", "Scrubber",

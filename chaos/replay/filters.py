@@ -1,4 +1,4 @@
-"""select: filter a stream of Items by the logged status, error code and prompt size."""
+"""Filters: select Items of a stream by the logged status, error code, failure and prompt size."""
 
 from __future__ import annotations
 
