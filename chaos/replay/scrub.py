@@ -130,6 +130,11 @@ class Scrubber:
                 self._counts["secret"] += 1
                 return "[secret]"
             return self.text(v)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1_000_000:
+            # A card or phone number logged as a JSON number: redacted to the placeholder string.
+            t = str(v)
+            r = self.text(t)
+            return r if r != t else v
         if isinstance(v, dict):
             return {k: self.value(x, k if isinstance(k, str) else None) for k, x in v.items()}
         if isinstance(v, list):

@@ -48,7 +48,7 @@ def test_no_value_survives_anywhere_in_a_body_or_headers():
     every = [v for vs in CASES.values() for v in vs]
     body = {"model": "m", "messages": [{"role": "user", "content": f"my data: {v}, thanks"} for v in every],
             "metadata": {"nested": [[{"note": "cc " + CASES["card"][0]}]], "api_key": "plain-secret-value",
-                         "n": 42, "ok": True}}
+                         "n": 42, "ok": True, "card_as_number": 4111111111111111, "big": 123456789}}
     headers = {"Authorization": "Bearer abcdefgh12345678", "api-key": "azure-key-1234", "X-API-Key": "k9k9k9k9",
                "Cookie": "session=s3cr3t", "X-Forwarded-For": "203.0.113.9", "Content-Type": "application/json"}
     s = Scrubber()
@@ -58,11 +58,12 @@ def test_no_value_survives_anywhere_in_a_body_or_headers():
                       "203.0.113.9"]:
         assert v not in dumped, v
     assert out_headers["Content-Type"] == "application/json" and out_body["metadata"]["n"] == 42
+    assert out_body["metadata"]["card_as_number"] == "[card]" and out_body["metadata"]["big"] == 123456789
     assert out_headers["Authorization"] == "[authorization]" and out_headers["Cookie"] == "[cookie]"
     assert body["metadata"]["api_key"] == "plain-secret-value"  # the input is left as it was
     r = s.report()
     assert r["authorization"] == 1 and r["api_key"] == 2 + len(CASES["api_key"]) and r["cookie"] == 1
-    assert r["secret"] == 1 and r["ipv4"] == len(CASES["ipv4"]) + 1 and r["card"] == len(CASES["card"]) + 1
+    assert r["secret"] == 1 and r["ipv4"] == len(CASES["ipv4"]) + 1 and r["card"] == len(CASES["card"]) + 2
     assert r["total"] == sum(v for k, v in r.items() if k != "total")
     assert all(isinstance(v, int) for v in r.values())  # counts only, never values
 
