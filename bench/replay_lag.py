@@ -10,7 +10,7 @@ server) as the floor a replayer can reach on this machine:
 
 Figures: requests of the window sent / not sent, how many the server saw (each once?), order violations
 (client: a send before one intended earlier; server: an arrival before one intended more than 50 ms earlier),
-lag (actual - intended send time) P50/P99/max, and the Locust process's peak RSS (VmHWM).
+lag (actual - intended send time) P50/P99/max, the Locust process's peak RSS (VmHWM) and CPU time a request.
 """
 
 from __future__ import annotations
@@ -136,13 +136,17 @@ def run_chaos(log: str, n: int, speed: float, out: str) -> dict:
                      out_dir=out)
     run = LoadRun(cfg, progress=lambda line: None)
     run.start()
-    peak = 0
+    peak, cpu = 0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
     deadline = time.monotonic() + 3600
     while run.poll() and time.monotonic() < deadline:
         try:
             with open(f"/proc/{run.main.pid}/status") as f:
                 peak = max(peak, next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")))
-        except (OSError, StopIteration):
+            with open(f"/proc/{run.main.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        except (OSError, StopIteration, IndexError, ValueError):
             pass
         time.sleep(0.2)
     run._reap(15.0)
@@ -156,7 +160,8 @@ def run_chaos(log: str, n: int, speed: float, out: str) -> dict:
     return {"name": "chaos load --replay-speed", "window": acc["window"], "sent": acc["sent"],
             "lost": acc["not_sent"], "server_distinct": len(counts), "dupes": sum(v - 1 for v in counts.values()),
             "order_client": acc["out_of_order"], "order_server": _server_order(srv.seen, intended),
-            "p50": _pct(lags, 50), "p99": _pct(lags, 99), "max": max(lags), "rss_mb": peak / 1024}
+            "p50": _pct(lags, 50), "p99": _pct(lags, 99), "max": max(lags), "rss_mb": peak / 1024,
+            "cpu_ms": cpu * 1000 / max(1, acc["sent"])}
 
 
 def run_asyncio(log: str, n: int, speed: float) -> dict:
@@ -194,7 +199,7 @@ def run_asyncio(log: str, n: int, speed: float) -> dict:
     return {"name": "plain asyncio + aiohttp", "window": len(rows), "sent": len(lags), "lost": len(rows) - len(lags),
             "server_distinct": len(counts), "dupes": sum(v - 1 for v in counts.values()), "order_client": "-",
             "order_server": _server_order(srv.seen, intended), "p50": _pct(lags, 50), "p99": _pct(lags, 99),
-            "max": max(lags), "rss_mb": float("nan")}
+            "max": max(lags), "rss_mb": float("nan"), "cpu_ms": float("nan")}
 
 
 def main() -> None:
@@ -222,13 +227,13 @@ def main() -> None:
     if not a.no_asyncio:
         rows.append(run_asyncio(log, a.rows, a.speed))
     head = (f"{'replayer':<28}{'window':>7}{'sent':>6}{'lost':>6}{'server':>8}{'dupes':>6}{'order c/s':>11}"
-            f"{'lag p50 ms':>11}{'p99 ms':>8}{'max ms':>8}{'peak RSS MB':>13}")
+            f"{'lag p50 ms':>11}{'p99 ms':>8}{'max ms':>8}{'peak RSS MB':>13}{'CPU ms/req':>12}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['name']:<28}{r['window']:>7}{r['sent']:>6}{r['lost']:>6}{r['server_distinct']:>8}{r['dupes']:>6}"
               f"{str(r['order_client']) + '/' + str(r['order_server']):>11}{r['p50'] * 1000:>11.1f}"
-              f"{r['p99'] * 1000:>8.1f}{r['max'] * 1000:>8.1f}{r['rss_mb']:>13.0f}")
+              f"{r['p99'] * 1000:>8.1f}{r['max'] * 1000:>8.1f}{r['rss_mb']:>13.0f}{r['cpu_ms']:>12.2f}")
     print(f"(server order: an arrival before one intended > {SERVER_ORDER_TOLERANCE_S * 1000:.0f} ms earlier; "
           f"files in {work})")
 

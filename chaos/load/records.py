@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from array import array
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "reset", "stream_error", "bad_output", "cancelled")
 ERROR_OUTCOMES = tuple(o for o in OUTCOMES if o not in ("ok", "cancelled"))
@@ -82,11 +82,14 @@ class RequestRecord:
                 and self.output_tokens < self.requested_tokens and self.finish_reason == "stop")
 
     def to_json(self) -> str:
-        d = asdict(self)
+        # the fields as they are, not asdict(): its deep copy cost ~0.5 ms a record, in the sending process
+        d = {name: getattr(self, name) for name in _FIELDS}
         if isinstance(self.itl_us, array):
             d["itl_us"] = self.itl_us.tolist()
         return json.dumps(d, separators=(",", ":"))
 
+
+_FIELDS = tuple(f.name for f in fields(RequestRecord))
 
 # The string fields that repeat across records: one shared object each instead of ~50 bytes a field a record.
 _REPEATED = ("case", "endpoint", "outcome", "error_code", "timeout_kind", "input_tokens_source",
