@@ -380,6 +380,8 @@ class LoadRun:
         for log in self._logs:
             log.close()
         self._logs = []
+        if self.replay is None and self.replay_window is not None:
+            self.account_replay()  # every way a run ends passes here: a caller that only stop()s still sees it
 
     def wait(self, interval: float = 5.0) -> None:
         """Block until Locust ends (it always does: the plan is bounded), reporting every interval s."""
