@@ -85,9 +85,12 @@ class FastServer:
             writer.close()
 
 
+PAD = {"bytes": 0}  # --pad: each body's prompt this much longer, to measure memory on a large file
+
+
 def _body(lineno: int, t: float, tokens: int) -> str:
     return json.dumps({"timestamp": t, "max_tokens": max(1, min(tokens, 4)),
-                       "messages": [{"role": "user", "content": f"line {lineno} of the trace"}]})
+                       "messages": [{"role": "user", "content": f"line {lineno} of the trace " + "x" * PAD["bytes"]}]})
 
 
 def generated_log(path: str, n: int, seed: int = 1) -> None:
@@ -208,7 +211,10 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=2000, help="requests of the trace to replay (its window)")
     p.add_argument("--speed", type=float, default=10.0)
     p.add_argument("--no-asyncio", action="store_true", help="skip the plain asyncio replayer")
+    p.add_argument("--pad", type=int, default=0, metavar="BYTES",
+                   help="make each prompt BYTES longer (memory on a large log: the file is streamed, not held)")
     a = p.parse_args()
+    PAD["bytes"] = a.pad
     work = tempfile.mkdtemp(prefix="replay-lag-")
     log = os.path.join(work, "trace.jsonl")
     if a.trace and a.trace.endswith(".csv"):
@@ -220,7 +226,7 @@ def main() -> None:
     with open(log) as f:
         stamps = [json.loads(x)["timestamp"] for _, x in zip(range(a.rows), f)]
     per_s = collections.Counter(int(t) for t in stamps)
-    print(f"trace {a.trace or 'generated'}: {len(stamps)} requests over {stamps[-1] - stamps[0]:.0f} s, peak "
+    print(f"log {os.path.getsize(log) / 1e6:.0f} MB; trace {a.trace or 'generated'}: {len(stamps)} requests over {stamps[-1] - stamps[0]:.0f} s, peak "
           f"{max(per_s.values())} in one second, mean {len(stamps) / max(1.0, stamps[-1] - stamps[0]):.2f}/s; "
           f"replayed at {a.speed:g}x ({max(per_s.values()) * a.speed:.0f}/s in the peak second)")
     rows = [run_chaos(log, a.rows, a.speed, os.path.join(work, "out"))]
