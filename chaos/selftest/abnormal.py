@@ -281,3 +281,15 @@ def run_cases(cases: list[HostileCase], base_url: str, workers: int = 4, timeout
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, cases))
+
+
+def report(outcomes: list[Outcome]) -> dict:
+    """Per case expected, observed and pass/fail (the issue's verifier format), JSON-able; failures first."""
+    rows = [{"case": o.case.name, "expected": list(o.case.expect), "param": o.case.param,
+             "code": getattr(o.case, "code", None), "observed": o.status,
+             "observed_param": o.body.get("error", {}).get("param") if isinstance(o.body, dict) else None,
+             "observed_code": o.body.get("error", {}).get("code") if isinstance(o.body, dict) else None,
+             "pass": o.problem is None, "problem": o.problem} for o in outcomes]
+    rows.sort(key=lambda r: r["pass"])
+    failed = sum(not r["pass"] for r in rows)
+    return {"cases": len(rows), "passed": len(rows) - failed, "failed": failed, "results": rows}

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from chaos.reference.launcher import start_server
-from chaos.selftest.abnormal import AbnormalCase, HealthWatch, abnormal_cases, check, run_cases
+from chaos.selftest.abnormal import AbnormalCase, HealthWatch, abnormal_cases, check, report, run_cases
 from chaos.selftest.cases import send
 
 M = "chaos-reference"
@@ -68,6 +68,10 @@ def test_a_wrong_expectation_is_reported(server, max_model_len):
     assert "error.param 'messages[0].content', want 'messages'" in problems[2]
     assert "error.code 'context_length_exceeded', want 'invalid_value'" in problems[3]
     assert "FAIL" in outcomes[0].line() and "context/over" in outcomes[0].line()
+    r = report(outcomes)
+    assert r["cases"] == r["failed"] == 4 and r["passed"] == 0
+    assert r["results"][0]["observed"] == 400 and r["results"][0]["expected"] == [200]
+    json.dumps(r)
 
 
 def test_cases_are_seeded_deterministic_named_and_cover_every_family():
