@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from chaos.reference.launcher import start_server
-from chaos.selftest.abnormal import AbnormalCase, HealthWatch, abnormal_cases, check, report, run_cases
+from chaos.selftest.abnormal import AbnormalCase, HealthWatch, abnormal_cases, check, report, run_against, run_cases
 from chaos.selftest.cases import send
 
 M = "chaos-reference"
@@ -101,3 +101,12 @@ def test_context_cases_are_counted_for_the_context_given():
     assert len(json.loads(wide["context/over"].payload())["prompt"]) == 8192
     with pytest.raises(ValueError, match="max_tokens_cap"):
         abnormal_cases(max_model_len=100, max_tokens_cap=100)
+
+
+def test_run_against_reports_a_clean_run_with_a_different_seed(server):
+    r = run_against(server.base_url, seed=5, workers=3)
+    assert r["clean"], [row for row in r["results"] if not row["pass"]][:10]
+    assert r["cases"] == r["passed"] == len(abnormal_cases(5, M, r["max_model_len"])) and r["failed"] == 0
+    assert r["normal_after"] == {"status": 200, "pass": True, "problem": None}
+    assert r["health"]["checks"] >= 1 and r["health"]["failures"] == []
+    json.dumps(r)
