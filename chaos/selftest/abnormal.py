@@ -295,19 +295,22 @@ def report(outcomes: list[Outcome]) -> dict:
     return {"cases": len(rows), "passed": len(rows) - failed, "failed": failed, "results": rows}
 
 
-def run_against(base_url: str, seed: int = 0, workers: int = 4, max_tokens_cap: int | None = None) -> dict:
+def run_against(base_url: str, seed: int = 0, workers: int = 4, max_tokens_cap: int | None = None,
+                timeout: float = 30.0) -> dict:
     """The whole check on one target (a replica or a gateway): its model and context from /v1/models, every case
     while /health is watched, then one normal request. report() plus "health" and "normal_after"; "clean" is
-    true when every case passed, /health never failed and the normal request was served."""
+    true when every case passed, /health never failed and the normal request was served. timeout is per
+    request: the context-filling cases prefill the whole context, which on a CPU takes seconds a thousand tokens
+    for the `small` preset (8,192 tokens: allow minutes, or send fewer at a time)."""
     with urllib.request.urlopen(base_url.rstrip("/") + "/v1/models", timeout=30) as r:
         card = json.loads(r.read())["data"][0]
     cases = abnormal_cases(seed, card["id"], card["max_model_len"], max_tokens_cap)
     with HealthWatch(base_url) as watch:
-        outcomes = run_cases(cases, base_url, workers)
+        outcomes = run_cases(cases, base_url, workers, timeout)
     normal = AbnormalCase("normal-after", "POST", CHAT, json.dumps(
         {"model": card["id"], "messages": [{"role": "user", "content": "still there?"}], "max_tokens": 4}).encode(),
         expect=(200,))
-    status, _, body = send(normal, base_url)
+    status, _, body = send(normal, base_url, timeout=timeout)
     normal_problem = check(normal, status, body)
     result = report(outcomes)
     result.update(seed=seed, model=card["id"], max_model_len=card["max_model_len"],
