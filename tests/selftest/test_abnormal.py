@@ -110,3 +110,13 @@ def test_run_against_reports_a_clean_run_with_a_different_seed(server):
     assert r["normal_after"] == {"status": 200, "pass": True, "problem": None}
     assert r["health"]["checks"] >= 1 and r["health"]["failures"] == []
     json.dumps(r)
+
+
+def test_at_a_64_token_context_the_long_cases_become_clear_400s_and_all_pass():
+    with start_server(["--preset", "tiny", "--replica-id", "ab64", "--max-model-len", "64"]) as s:
+        r = run_against(s.base_url, seed=2)
+    assert r["max_model_len"] == 64
+    assert r["clean"], [row for row in r["results"] if not row["pass"]][:10]
+    context_400 = {row["case"] for row in r["results"] if row["code"] == "context_length_exceeded"}
+    assert {"injection/0/json-object", "repeat/x1000/completions", "special/zalgo/chat"} <= context_400
+    assert any(name.startswith("blns/") for name in context_400)
