@@ -34,6 +34,9 @@ def finish(run, code: int | None) -> int:
         facts = RunFacts(gate=run.gate, faults=run.faults, target=run.target, final_health=run.final_health,
                          load_t0=run.load_t0, up_since=run.up_since)
         checks = run_checks(run.exp, records, facts)
+        lost = _replay_check(run)
+        if lost is not None:
+            checks.append(lost)
         if code is None:
             code = {"passed": EXIT_PASSED, "failed": EXIT_FAILED,
                     "not_judged": EXIT_NOT_JUDGED}[V.verdict_of(checks)]
@@ -72,6 +75,19 @@ def finish(run, code: int | None) -> int:
     run.journal.close()
     run.report = report
     return code
+
+
+def _replay_check(run):
+    """A timed replay owes every request of its window: one it did not send fails the run, whatever else held
+    (the requests it lost are exactly the ones no other check could see)."""
+    acc = getattr(run.load, "replay", None) if run.load else None
+    if not acc:
+        return None
+    window, lost = acc.get("window", 0), acc.get("not_sent", 0)
+    why = ", ".join(f"{k} {v}" for k, v in (acc.get("not_sent_by_reason") or {}).items())
+    return V.Check("replay sent every request of the log", lost == 0, f"{window - lost} of {window} sent",
+                   "all", f"not sent: {lost} ({why}); the first not sent: line {acc.get('first_not_sent')}"
+                   if lost else f"lag P99 {V.fmt_s((acc.get('lag') or {}).get('p99'))}")
 
 
 def _label(run, records: list) -> None:
