@@ -255,6 +255,58 @@ def _parse_line(path: str, lineno: int, line: bytes | str) -> dict:
     return e
 
 
+def log_entries(path: str):
+    """(line, entry, None) or (line, None, why) for each request of a replay log, streamed. The load's own JSONL
+    of request bodies is read here; any other log (a trace without text: Azure, BurstGPT, Mooncake; envelopes
+    of request and response) goes through chaos.replay, its prompts synthesised to the trace's lengths."""
+    if _needs_reader(path):
+        yield from _reader_entries(path)
+        return
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, _parse_line(path, lineno, line), None
+            except ValueError as err:
+                yield lineno, None, str(err)
+
+
+def _needs_reader(path: str) -> bool:
+    from ..replay import detect_format
+
+    try:
+        fmt = detect_format(path)
+    except (ValueError, OSError):
+        return False  # the JSONL path says what is wrong with the file, line by line
+    if fmt not in ("jsonl", "openai"):
+        return True
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    return False
+                return isinstance(e, dict) and isinstance(e.get("request"), dict)
+    return False
+
+
+def _reader_entries(path: str):
+    from ..replay import Item, iter_log
+
+    for it in iter_log(path):
+        if not isinstance(it, Item):
+            yield it.line_no, None, f"{path}:{it.line_no}: {it.why}"
+            continue
+        e = dict(it.body)
+        if it.offset_s is not None:
+            e["timestamp"] = it.offset_s
+        if it.case:
+            e["case"] = it.case
+        yield it.line_no, e, None
+
+
 def _timestamp(e: dict) -> float | None:
     t = e.get("timestamp")
     return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
@@ -272,6 +324,17 @@ def scan_replay(path: str, check: int = PRESCAN_LINES) -> ReplayScan:
     read of the file, so a workload can be validated before a run without holding the log."""
     n = checked = 0
     timed = True
+    if _needs_reader(path):  # a trace or an envelope log: every line goes through chaos.replay (still streamed)
+        for lineno, e, error in _reader_entries(path):
+            n += 1
+            if checked < check:
+                checked += 1
+                if error:
+                    raise ValueError(error)
+                timed = timed and _timestamp(e) is not None
+        if not n:
+            raise ValueError(f"{path}: no requests in the replay file")
+        return ReplayScan(n, checked, timed)
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -303,32 +366,27 @@ def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW):
     for k in range(passes):
         heap: list = []
         shift = k * (last + 1.0)
-        with open(path, "rb") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    e = _parse_line(path, lineno, line)
-                except ValueError as err:
-                    yield ReplayItem(lineno, None, None, str(err))
-                    continue
-                t = _timestamp(e)
-                if t is None:
-                    yield ReplayItem(lineno, None, None, f"{path}:{lineno}: no numeric 'timestamp'")
-                    continue
-                heapq.heappush(heap, (t, lineno, e))
-                if len(heap) > window:
-                    t, n, e = heapq.heappop(heap)
-                    t0 = t if t0 is None else t0
-                    if not k:
-                        last = max(last, t - t0)
-                    yield ReplayItem(n, e, t - t0 + shift)
-            while heap:
+        for lineno, e, error in log_entries(path):
+            if error:
+                yield ReplayItem(lineno, None, None, error)
+                continue
+            t = _timestamp(e)
+            if t is None:
+                yield ReplayItem(lineno, None, None, f"{path}:{lineno}: no numeric 'timestamp'")
+                continue
+            heapq.heappush(heap, (t, lineno, e))
+            if len(heap) > window:
                 t, n, e = heapq.heappop(heap)
                 t0 = t if t0 is None else t0
                 if not k:
                     last = max(last, t - t0)
                 yield ReplayItem(n, e, t - t0 + shift)
+        while heap:
+            t, n, e = heapq.heappop(heap)
+            t0 = t if t0 is None else t0
+            if not k:
+                last = max(last, t - t0)
+            yield ReplayItem(n, e, t - t0 + shift)
         if t0 is None:
             return  # nothing readable: more passes would read the same
 
@@ -358,23 +416,18 @@ class ReplayCursor:
         t0, span, k = None, 0.0, 0
         while True:
             found = False
-            with open(self.path, "rb") as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        e = _parse_line(self.path, lineno, line)
-                    except ValueError:
-                        continue
-                    found = True
-                    t = _timestamp(e)
-                    offset = None
-                    if t is not None:
-                        t0 = t if t0 is None else t0
-                        if not k:
-                            span = max(span, t - t0)
-                        offset = t - t0 + k * (span + 1.0)
-                    yield e, offset, lineno
+            for lineno, e, error in log_entries(self.path):
+                if error:
+                    continue
+                found = True
+                t = _timestamp(e)
+                offset = None
+                if t is not None:
+                    t0 = t if t0 is None else t0
+                    if not k:
+                        span = max(span, t - t0)
+                    offset = t - t0 + k * (span + 1.0)
+                yield e, offset, lineno
             if not found:
                 raise ValueError(f"{self.path}: no readable requests in the replay file")
             k += 1
@@ -382,8 +435,11 @@ class ReplayCursor:
 
 def load_replay(path: str) -> list[dict]:
     """Every request of a small JSONL log, sorted by time (tests and tools; a run streams the file instead)."""
-    with open(path, "rb") as f:
-        entries = [_parse_line(path, n, line) for n, line in enumerate(f, 1) if line.strip()]
+    entries = []
+    for _, e, error in log_entries(path):
+        if error:
+            raise ValueError(error)
+        entries.append(e)
     if not entries:
         raise ValueError(f"{path}: no requests in the replay file")
     stamps = [_timestamp(e) for e in entries]
