@@ -411,7 +411,8 @@ class Runner:
                 if self.target.links is not None:
                     problems = self.target.links.down(grace=0.5 if fast() else 2.0)
                     self.notes += [f"{p}; run chaos recover {self.run_dir}" for p in problems]
-                    self.journal.write("links_removed", problems=problems)
+                    # Only when every one went: a proxy left on the user's server is recover's to delete.
+                    self.journal.write("links_removed" if not problems else "links_left", problems=problems)
             for t in late:
                 if t.is_alive():
                     self.notes.append(f"{t.name} did not end with the run; run chaos recover {self.run_dir}")
