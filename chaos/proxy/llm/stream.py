@@ -170,26 +170,24 @@ class Stall(_AfterTokens):
         return [ev]
 
 
-class Cut(_AfterTokens):
+class _End(_AfterTokens):
+    """Ends the stream after N tokens; the relay does the ending its name says (StreamEnd)."""
+
+    async def on_event(self, run, sx, ev):
+        if self.due(run, sx, ev):
+            run.detail = f"{self.name} after {sx.tokens} tokens"
+            raise StreamEnd(self.name)
+        return [ev]
+
+
+class Cut(_End):
     name = "cut"
     help = "after after_tokens N (0), end the stream cleanly without the rest or [DONE]"
 
-    async def on_event(self, run, sx, ev):
-        if self.due(run, sx, ev):
-            run.detail = f"cut after {sx.tokens} tokens"
-            raise StreamEnd("cut")
-        return [ev]
 
-
-class Reset(_AfterTokens):
+class Reset(_End):
     name = "reset"
     help = "after after_tokens N (0), reset the connection (RST, SO_LINGER 0)"
-
-    async def on_event(self, run, sx, ev):
-        if self.due(run, sx, ev):
-            run.detail = f"reset after {sx.tokens} tokens"
-            raise StreamEnd("reset")
-        return [ev]
 
 
 class Corrupt(_AfterTokens):
