@@ -127,8 +127,9 @@ def test_stream_stall_is_cut_by_the_gateway_and_r1_ejected(tmp_path):
     for x in cut:  # ended by the gateway's idle timeout after their 4th token, long before the client's own
         assert x["outcome"] == "stream_error" and x["error_code"] == "upstream_failed", x
         assert "sent nothing for 2s mid-stream" in x["error"] and x["t_end"] - x["t_start"] < 10
-    for x in stalled:  # a stall under 2 s old when the fault was reverted ends there: that stream goes on
-        assert x in cut or "rule removed" in x["fault"], x
+    for x in stalled:  # a stall under 2 s old when the fault was reverted ends there, and that stream goes on;
+        # an answer that was no stream, or ended before its 4th token, had nothing to stall
+        assert x in cut or "rule removed" in x["fault"] or "nothing to act on" in x["fault"], x
     a, b = fault_window(run_dir)
     late = [x for x in recs if a + 4 <= x["t_start"] < b - 0.5]  # after r1 was ejected, within the fault
     assert late and sum(x["outcome"] == "ok" for x in late) >= 0.9 * len(late)
