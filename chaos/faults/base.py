@@ -87,3 +87,27 @@ class Fault:
         else:
             start = int(inst)
         return [pool[(start + k) % len(pool)] for k in range(min(count, len(pool)))]
+
+
+class LinkFault(Fault):
+    """A fault on a link of the target (chaos.targets.links): network faults (Toxiproxy toxics) and LLM faults
+    (proxy rules). Reverted after `duration`, or at teardown; its victims are the instances the link fronts."""
+
+    family = "link"
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        from ..common import parse_duration
+
+        self.link = spec.params.get("link", "client")
+        d = spec.params.get("duration")
+        self.revert_at = None if d is None else spec.at + parse_duration(d)
+
+    def link_hops(self) -> list:
+        """The link's hops; sets victims to the instances they front."""
+        hops = self.target.links.hops_of(self.link) if self.target.links else []
+        self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
+        return hops
+
+    def victim_ids(self) -> str:
+        return f"link {self.link}"

@@ -13,7 +13,7 @@ import json
 import re
 
 from ..common import parse_duration, parse_percent
-from .base import Fault, FaultContext, FaultError
+from .base import Fault, FaultContext, FaultError, LinkFault
 from .server_hook import _call
 
 # fault type -> (the proxy's effect, {setting: (the effect's param, kind)}); kind: s (a duration, sent in seconds),
@@ -77,16 +77,13 @@ SUMMARIES = {
 RULE_KEYS = ("probability", "seed", "occurrences", "count", "match")
 
 
-class LLMFault(Fault):
+class LLMFault(LinkFault):
     family = "llm"
     effect = "status"
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
         p = spec.params
-        self.link = p.get("link", "client")
-        d = p.get("duration")
-        self.revert_at = None if d is None else spec.at + parse_duration(d)
         self.params = {}
         for key, (param, kind) in LLM_FAULTS[self.type][1].items():
             if key in p:
@@ -102,15 +99,10 @@ class LLMFault(Fault):
         self.accepted: list[str] = []
 
     def plan(self, ctx: FaultContext) -> dict:
-        hops = self.target.links.hops_of(self.link) if self.target.links else []
-        self.proxies = [h.l7.url for h in hops if h.l7 is not None]
+        self.proxies = [h.l7.url for h in self.link_hops() if h.l7 is not None]
         if not self.proxies:
             raise FaultError(f"fault {self.spec.name}: the link {self.link!r} has no LLM proxy")
-        self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
         return {"link": self.link, "proxies": self.proxies, "rule": self.rule}
-
-    def victim_ids(self) -> str:
-        return f"link {self.link}"
 
     @property
     def _token(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..common import parse_duration, parse_percent
-from .base import Fault, FaultContext, FaultError
+from .base import Fault, FaultContext, FaultError, LinkFault
 
 # fault type -> {setting: (Toxiproxy attribute, kind)}; kind: ms | us (a duration given in those), int.
 # The schema of each type is built from this table (chaos/experiment/schema.py).
@@ -42,14 +42,11 @@ def _unit(attr: str, kind: str) -> str:
     return {"ms": " ms", "us": " µs"}.get(kind) or (" KB/s" if attr == "rate" else " B")
 
 
-class _LinkFault(Fault):
+class _LinkFault(LinkFault):
     family = "network"
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.link = spec.params.get("link", "client")
-        d = spec.params.get("duration")
-        self.revert_at = None if d is None else spec.at + parse_duration(d)
         self.proxies: list[str] = []
         self.hit: list[str] = []  # the proxies the fault really took on
         # The client puts names into URL paths unquoted: a name such as latency#0 would end at the '#'.
@@ -63,14 +60,9 @@ class _LinkFault(Fault):
         return links.api
 
     def plan(self, ctx: FaultContext) -> dict:
-        hops = self.target.links.hops_of(self.link) if self.target.links else []
-        self.proxies = [h.l4_name for h in hops if h.l4_name]
-        self.victims = [i for i in self.target.all_instances() if any(h.instance == i.id for h in hops)]
+        self.proxies = [h.l4_name for h in self.link_hops() if h.l4_name]
         return {"link": self.link, "toxiproxy": self._api.url, "external": self.target.links.external,
                 "proxies": self.proxies, "toxic": self.toxic_name}
-
-    def victim_ids(self) -> str:
-        return f"link {self.link}"
 
     def _revert_each(self, fn) -> None:
         self.reverted = True
