@@ -118,30 +118,26 @@ async def _relay_plain(r, w, framing, chunked: bool, head_bytes: bytes, ex) -> N
     out = [head_bytes]
     ex.answered = True
     done = kind == "none" or (kind == "length" and left == 0)
+
+    async def take() -> bool:
+        """One more piece of the body into out; False once the body has ended."""
+        nonlocal left
+        try:
+            piece = await it.__anext__()
+        except StopAsyncIteration:
+            return False
+        out.append(chunk(piece) if chunked else piece)
+        if kind == "length":
+            left -= len(piece)
+            return left > 0
+        return True
+
     first = True
     while not done:
         if not first or _ready(r, kind):
-            try:
-                piece = await it.__anext__()
-            except StopAsyncIteration:
-                done = True
-                break
-            out.append(chunk(piece) if chunked else piece)
-            if kind == "length":
-                left -= len(piece)
-                done = left <= 0
-            size = len(out)
-            while not done and size < 64 and _ready(r, kind):
-                try:
-                    piece = await it.__anext__()
-                except StopAsyncIteration:
-                    done = True
-                    break
-                out.append(chunk(piece) if chunked else piece)
-                size += 1
-                if kind == "length":
-                    left -= len(piece)
-                    done = left <= 0
+            done = not await take()
+            while not done and len(out) < 64 and _ready(r, kind):
+                done = not await take()
         first = False
         if done:
             break
