@@ -41,8 +41,9 @@ def register(sub, formatter) -> None:
     g = p.add_argument_group("what to send")
     g.add_argument("--workload", default="chat", help="chat, completion, rag, long, prefix, json or replay")
     g.add_argument("--mix", help="weighted workloads, e.g. chat=3,rag=1 (overrides --workload)")
-    g.add_argument("--input-tokens", help="override the input size: N or LO-HI, the whole prompt as the server "
-                                           "counts it (usage.prompt_tokens)")
+    g.add_argument("--input-tokens", help="override the input size: N, LO-HI, or sizes A,B,C (each request "
+                                           "takes one, interleaved), the whole prompt as the server counts it "
+                                           "(usage.prompt_tokens)")
     g.add_argument("--output-tokens", help="override max_tokens: N or LO-HI (the length each request produces: "
                                             "ignore_eos is sent, see --no-ignore-eos)")
     g.add_argument("--no-ignore-eos", action="store_true",
@@ -52,6 +53,14 @@ def register(sub, formatter) -> None:
     g.add_argument("--replay", metavar="FILE", help="JSONL of OpenAI request bodies (with optional timestamp)")
     g.add_argument("--replay-speed", type=float, metavar="X",
                    help="replay at the log's own timing (its timestamps), X times faster; needs timestamps")
+    g.add_argument("--scrub", action="store_true",
+                   help="replay: redact secrets and personal data (Authorization/API-key headers, e-mails, phone, "
+                        "ID-card and card numbers, IPs) from every request before it is sent or stored; the summary "
+                        "gives counts per kind, never values")
+    g.add_argument("--replay-filter", metavar="FILTER",
+                   help="replay only matching lines, e.g. 'status=400,5xx error_code=context_length_exceeded "
+                        "min_input_tokens=10 max_input_tokens=2000' (status and error code: as logged); the rest "
+                        "are counted as filtered, never as lost")
     g.add_argument("--model", help="model id (default: the first one GET /v1/models lists)")
     g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     g.add_argument("--no-stream", action="store_true", help="send non-streamed requests")
@@ -86,13 +95,25 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_load)
 
 
+def replay_options(scrub: bool, filter_text: str | None):
+    from ..replay import ReplayFilter
+    from .replayopts import ReplayOptions
+
+    flt = ReplayFilter.parse(filter_text) if filter_text else None
+    return ReplayOptions(bool(scrub), flt.to_dict() if flt else None)
+
+
 def _timeout(text):
     return "auto" if text == "auto" else parse_duration(text)
 
 
 def build_config(a) -> LoadConfig:
+    if (a.scrub or a.replay_filter) and not a.replay:
+        raise ValueError("--scrub and --replay-filter apply to a replay: give --replay FILE")
     if a.replay:
-        specs = [(WorkloadSpec("replay", replay_file=a.replay, temperature=a.temperature), 1.0)]
+        opts = replay_options(a.scrub, a.replay_filter)
+        specs = [(WorkloadSpec("replay", replay_file=a.replay, temperature=a.temperature, extra=opts.extra()),
+                  1.0)]
     else:
         mix = parse_mix(a.mix) if a.mix else [(a.workload, 1.0)]
         specs = [(WorkloadSpec(name, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
@@ -102,7 +123,7 @@ def build_config(a) -> LoadConfig:
     if a.replay_speed:
         from .workloads import scan_replay
 
-        scan = scan_replay(a.replay)  # the first lines only: a log is streamed, never read whole
+        scan = scan_replay(a.replay, options=opts)  # the first lines only: a log is streamed, never read whole
         if not scan.timed:
             raise ValueError(f"{a.replay}: --replay-speed needs a numeric 'timestamp' on every line (the first "
                              f"{scan.checked} were checked)")

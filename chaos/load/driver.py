@@ -204,6 +204,9 @@ class LoadRun:
         self._mono_start = time.monotonic()
         self.replay_window: tuple[int, bool] | None = None  # (requests owed, counted as lines) for a timed replay
         self.replay: dict | None = None
+        self.replay_options = None  # replayopts.ReplayOptions of a replay workload (scrub, filter)
+        self.replay_filtered = 0  # lines of the log its filter drops (the pre-scan's count)
+        self.replay_facts: dict | None = None  # replaynotes.replay_facts, once the records are read
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -216,6 +219,7 @@ class LoadRun:
             wl = Workload(cfg.workload, seed=cfg.seed, tokenizer=self.tokenizer, ignore_eos=cfg.ignore_eos)
         except ValueError as e:
             raise LoadError(str(e)) from None
+        self._replay_input(wl)
         if cfg.plan.replay_speed:
             self._plan_replay(wl)
         t = cfg.timeouts
@@ -234,7 +238,7 @@ class LoadRun:
             "plan": cfg.plan.to_dict(),
             "workload": {"specs": [[{"name": s.name, "input_tokens": list(s.input_tokens),
                                      "output_tokens": list(s.output_tokens), "temperature": s.temperature,
-                                     "replay_file": s.replay_file}, w] for s, w in cfg.workload],
+                                     "replay_file": s.replay_file, "extra": s.extra}, w] for s, w in cfg.workload],
                          "seed": cfg.seed, "tokenizer": self.tokenizer, "ignore_eos": cfg.ignore_eos},
             "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
             "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]],
@@ -282,6 +286,24 @@ class LoadRun:
         for name in os.listdir(self.cfg.out_dir):  # a previous run's accounts in the same folder must not count
             if name.startswith("replay-") and name.endswith(".json"):
                 os.remove(os.path.join(self.cfg.out_dir, name))
+
+    def _replay_input(self, wl) -> None:
+        from .replayopts import ReplayOptions
+
+        spec = next((s for s, _ in self.cfg.workload if s.name == "replay"), None)
+        if spec is not None:
+            self.replay_options = ReplayOptions.of(spec.extra)
+            self.replay_filtered = sum(scan.filtered for scan in wl.replay_scans.values())
+
+    def input_facts(self, records: list) -> dict | None:
+        """The replay's scrub report, filter count and failed source lines (replaynotes), added to the notes once."""
+        from .replaynotes import replay_facts, replay_notes
+
+        if self.replay_facts is None and self.replay_options is not None:
+            filtered = self.replay["filtered"] if self.replay is not None else self.replay_filtered
+            self.replay_facts = replay_facts(records, self.replay_options, filtered)
+            self.notes.extend(replay_notes(self.replay_facts))
+        return self.replay_facts
 
     def account_replay(self, records: list | None = None) -> dict | None:
         """The replay's account once Locust has ended (None for other plans): sent, not sent by reason, and with
@@ -409,6 +431,7 @@ class LoadRun:
         replay = self.account_replay(records) if self.replay_window is not None else None
         if replay is not None:
             replay["lag"] = overall.lag
+        facts = self.input_facts(records) or {}
         rc = self.main.returncode if self.main is not None else None
         if rc not in (0, 1, None) and not self.interrupted:
             log = os.path.join(self.cfg.out_dir, "locust-master.log" if self.cfg.workers else "locust.log")
@@ -421,7 +444,10 @@ class LoadRun:
                        "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
                        "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos, "plan": plan.to_dict(),
                        "interrupted": self.interrupted,
-                       "locust_exit_code": rc, "notes": self.notes, "replay": replay, "overall": overall.to_dict(),
+                       "locust_exit_code": rc, "notes": self.notes, "replay": replay, "scrub": facts.get("scrub"),
+                       "replay_filter": {"filter": facts["filter"], "filtered": facts["filtered"]}
+                       if facts.get("filter") else None, "replay_failed": facts.get("failed"),
+                       "overall": overall.to_dict(),
                        "steps": [s.to_dict() for s in steps]}, f, indent=2)
         with open(os.path.join(self.cfg.out_dir, "summary.txt"), "w") as f:
             f.write(res.table() + "\n")

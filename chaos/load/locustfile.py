@@ -27,6 +27,7 @@ from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.load.labels import merge_header
 from chaos.load.records import ReplayAccount, RequestRecord
+from chaos.load.replayopts import ReplayOptions
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
 from chaos.load.workloads import Workload, WorkloadSpec, iter_replay, replay_request
@@ -261,7 +262,7 @@ class LLMUser(FastHttpUser):
                             t_sched=t_sched, t_start=t_sched, input_tokens=req.input_tokens,
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
-                            fixed_output=req.fixed_output, source_line=req.source_line,
+                            fixed_output=req.fixed_output, source_line=req.source_line, scrubbed=req.scrubbed,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.load.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
@@ -427,7 +428,10 @@ class Replayer:
         t0 = now()
         newest = -1.0
         n = 0  # readable requests of the whole log seen so far, every process's share
-        for item in iter_replay(spec.replay_file, passes=passes):
+        for item in iter_replay(spec.replay_file, passes=passes, options=ReplayOptions.of(spec.extra)):
+            if item.entry is None and item.filtered:
+                self.acct.filtered += 1  # not a request of this replay: never owed
+                continue
             if item.entry is None:
                 self.acct.skipped += 1
                 if len(self.acct.skipped_lines) < 20:
@@ -451,8 +455,8 @@ class Replayer:
                 return
             t_sched = t0 + offset
             gevent.sleep(max(0.0, t_sched - now()))
-            self.sends.spawn(self._send, replay_request(item.entry, WORKLOAD.counter, item.offset_s, item.lineno),
-                             t_sched)
+            self.sends.spawn(self._send, replay_request(item.entry, WORKLOAD.counter, item.offset_s, item.lineno,
+                                                        WORKLOAD.ignore_eos), t_sched)
 
     def _send(self, req, t_sched: float):
         with self.slots:

@@ -65,6 +65,7 @@ class RequestRecord:
     # from its log; several distinct ones joined with ", "; None: no fault seen
     fault: str | None = None
     source_line: int | None = None  # replay: the request's line in the log file
+    scrubbed: dict | None = None  # replay with scrubbing: redactions in this request's body, kind -> count (no values)
 
     @property
     def ttft(self) -> float | None:
@@ -151,6 +152,7 @@ class ReplayAccount:
     first_not_sent: list = field(default_factory=list)  # up to 20 log lines not sent
     skipped: int = 0  # lines that could not be read (not JSON, no body, no timestamp): not part of the window
     skipped_lines: list = field(default_factory=list)  # up to 20 of them
+    filtered: int = 0  # lines the replay filter dropped: not part of the window, never owed
     late_in_log: int = 0  # lines older than one already sent (the log is out of order past the reorder window)
     cut: str | None = None  # why this process stopped reading its window early ("duration"): the reason for the rest
     done: bool = False  # the account was closed by its process (False: the process ended without closing it)
@@ -174,7 +176,7 @@ def merge_accounts(accounts: list[ReplayAccount], window: int | None = None, rec
     process read is not sent: for the duration where a process stopped at it, else interrupted (a process killed
     before it wrote its account)."""
     out = {"window": 0, "sent": 0, "not_sent": 0, "not_sent_by_reason": {}, "first_not_sent": [], "skipped": 0,
-           "skipped_lines": [], "late_in_log": 0, "accounts": len(accounts)}
+           "skipped_lines": [], "filtered": 0, "late_in_log": 0, "accounts": len(accounts)}
     for a in accounts:
         out["window"] += a.window
         out["sent"] += a.sent
@@ -183,6 +185,7 @@ def merge_accounts(accounts: list[ReplayAccount], window: int | None = None, rec
         out["first_not_sent"] = sorted(out["first_not_sent"] + a.first_not_sent)[:20]
         out["skipped"] = max(out["skipped"], a.skipped)  # every process reads the whole log: the same lines
         out["skipped_lines"] = sorted(set(out["skipped_lines"] + a.skipped_lines))[:20]
+        out["filtered"] = max(out["filtered"], a.filtered)  # every process reads (and filters) the whole log
         out["late_in_log"] += a.late_in_log
     if records is not None and records < out["sent"]:
         out["sent"] = records  # sends whose records never reached the file did not happen as far as anyone knows

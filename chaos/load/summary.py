@@ -180,6 +180,7 @@ def format_replay(acc: dict) -> str:
     lines.append(f"replay: sent {acc['sent']} of {acc['window']}, not sent: {acc['not_sent']}, "
                  f"out of order: {acc.get('out_of_order', '-')}, lag p50/p99/max {lag_text} ms"
                  + (f", skipped {acc['skipped']} unreadable lines" if acc.get("skipped") else "")
+                 + (f", filtered: {acc['filtered']}" if acc.get("filtered") else "")
                  + (f", {acc['late_in_log']} lines out of order in the log itself" if acc.get("late_in_log") else ""))
     return "\n".join(lines)
 

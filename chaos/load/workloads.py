@@ -41,6 +41,7 @@ class LLMRequest:
     offset_s: float | None = None  # replay: when the original request was sent, relative to the first
     fixed_output: bool = False  # max_tokens is the length asked for, not just a cap
     source_line: int | None = None  # replay: the request's line in the log, so a failure traces back
+    scrubbed: dict | None = None  # replay --scrub: what was redacted from this request (kind -> count, no values)
 
 
 class TokenCounter:
@@ -82,10 +83,18 @@ def filler_text(rng: random.Random, n_bytes: int, topic: str = "") -> str:
     return " ".join(words)[:n_bytes]
 
 
-def _range(v, name) -> tuple[int, int]:
+def _range(v, name) -> tuple[int, ...]:
+    """(lo, hi) for a size or a range; for a list of sizes, the sizes sorted, at least three entries.
+
+    A pair is always a range: the load driver hands each Locust process list(spec.input_tokens), so [lo, hi]
+    must read back as the range it came from. Two sizes are therefore kept as (a, b, b), which reads back as
+    the same two sizes (sizes() drops the repeat); a pair written by hand is a range, which is why the schema
+    takes a list of sizes only from three up (two sizes: the text form "1000,16000")."""
     if isinstance(v, int) and not isinstance(v, bool):
         return v, v
     try:
+        if isinstance(v, str) and "," in v:
+            return _sizes([int(x) for x in v.split(",") if x.strip()], name)
         if isinstance(v, str) and "-" in v:
             lo, hi = v.split("-", 1)
             lo, hi = int(lo), int(hi)
@@ -93,11 +102,28 @@ def _range(v, name) -> tuple[int, int]:
                 return lo, hi
         elif isinstance(v, str):
             return int(v), int(v)
+        if isinstance(v, (list, tuple)) and len(v) == 2:
+            return int(v[0]), int(v[1])
+        if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return _sizes(list(v), name)
     except ValueError:
         pass
-    if isinstance(v, (list, tuple)) and len(v) == 2:
-        return int(v[0]), int(v[1])
-    raise ValueError(f"{name} must be an integer or a range like 200-500, got {v!r}")
+    raise ValueError(f"{name} must be an integer, a range like 200-500, or a list of sizes like "
+                     f"1000,2000,4000 (each at least 1), got {v!r}")
+
+
+def _sizes(values: list[int], name: str) -> tuple[int, ...]:
+    got = sorted(set(values))
+    if not got or got[0] < 1:
+        raise ValueError(f"{name}: every size must be at least 1, got {values!r}")
+    if len(got) == 1:
+        return got[0], got[0]
+    return tuple(got) if len(got) > 2 else (got[0], got[1], got[1])
+
+
+def sizes(r: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The distinct sizes of a list of sizes made by _range; None for a range (lo, hi)."""
+    return tuple(sorted(set(r))) if len(r) > 2 else None
 
 
 @dataclass(slots=True)
@@ -105,7 +131,7 @@ class WorkloadSpec:
     """One named workload with its parameters (the defaults follow the seed's test plan)."""
 
     name: str
-    input_tokens: object = None  # int or "lo-hi"
+    input_tokens: object = None  # int, "lo-hi", or sizes ([1000, 2000, 4000] or "1000,2000,4000")
     output_tokens: object = None
     temperature: float = 0.0
     replay_file: str | None = None
@@ -130,6 +156,8 @@ class WorkloadSpec:
                                     "output_tokens")
         if self.name == "replay" and not self.replay_file:
             raise ValueError("the replay workload needs a file (--replay FILE)")
+        if sizes(self.output_tokens):
+            raise ValueError("output_tokens takes a size or a range LO-HI; a list of sizes is for input_tokens")
 
 
 class Workload:
@@ -159,8 +187,8 @@ class Workload:
         for spec, _ in specs:
             if spec.name == "replay":
                 # a bounded pre-scan: the file is streamed when sending, never held
-                self.replay_scans[spec.replay_file] = scan_replay(spec.replay_file)
-                self._replay_cursors[spec.replay_file] = ReplayCursor(spec.replay_file)
+                self.replay_scans[spec.replay_file] = scan_replay(spec.replay_file, options=_options(spec))
+                self._replay_cursors[spec.replay_file] = ReplayCursor(spec.replay_file, _options(spec))
             elif spec.input_tokens[0] < self.floor(spec.name):
                 raise ValueError(
                     f"input_tokens {spec.input_tokens[0]} is below what the {spec.name} workload's own text takes "
@@ -174,7 +202,8 @@ class Workload:
         spec = next(s for (s, _), c in zip(self.specs, self.cum) if pick <= c + 1e-12)
         if spec.name == "replay":
             return self._replay(spec, index)
-        target = rng.randint(*spec.input_tokens)
+        steps = sizes(spec.input_tokens)
+        target = rng.randint(*spec.input_tokens) if steps is None else self._size_at(steps, index)
         max_tokens = rng.randint(*spec.output_tokens)
         content = filler_text(rng, self.counter.bytes_for(target - self._overhead(spec.name)))
         if spec.name == "completion":
@@ -192,6 +221,15 @@ class Workload:
             body["ignore_eos"] = True
         return LLMRequest(spec.name, "completion" if spec.name == "completion" else "chat", body, counted,
                           self.counter.source, expect_json, fixed_output=fixed)
+
+    def _size_at(self, steps: tuple[int, ...], index: int) -> int:
+        """Request index's size from a list: each run of len(steps) requests takes every size once, in a
+        seeded order, so the sizes are interleaved through the run (drift over time, a neighbour's burst, cannot
+        pass for growth with size) and equally many of each are sent."""
+        block, pos = divmod(index, len(steps))
+        order = list(steps)
+        random.Random(f"sizes/{self.seed}/{block}").shuffle(order)
+        return order[pos]
 
     # -- cases: the fixed text around the filler content --------------------------------------
     def _messages(self, case: str, c: str) -> list[dict]:
@@ -220,14 +258,26 @@ class Workload:
 
     def _replay(self, spec, i):
         e, offset, lineno = self._replay_cursors[spec.replay_file].at(i)
-        return replay_request(e, self.counter, offset, lineno)
+        return replay_request(e, self.counter, offset, lineno, self.ignore_eos)
+
+
+def _options(spec):
+    from .replayopts import ReplayOptions
+
+    return ReplayOptions.of(spec.extra)
 
 
 def replay_request(e: dict, counter: TokenCounter, offset: float | None = None,
-                   lineno: int | None = None) -> LLMRequest:
-    """One logged request body as the user sends it (model and stream are the run's own)."""
+                   lineno: int | None = None, ignore_eos: bool = True) -> LLMRequest:
+    """One logged request body as the user sends it (model and stream are the run's own). A trace's request
+    (synthesised prompt) asks for exactly the trace's output length: ignore_eos, where the target allows it."""
+    from .replayopts import FIXED_KEY, SCRUBBED_KEY
+
     body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",
-                                                  "stream_options")}
+                                                  "stream_options", FIXED_KEY, SCRUBBED_KEY)}
+    fixed = e.get(FIXED_KEY) is True
+    if fixed and ignore_eos:
+        body["ignore_eos"] = True
     endpoint = "chat" if "messages" in body else "completion"
     if endpoint == "chat" and isinstance(body.get("messages"), list) and all(
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in body["messages"]):
@@ -238,7 +288,7 @@ def replay_request(e: dict, counter: TokenCounter, offset: float | None = None,
         n = 0  # malformed on purpose (replayed abnormal input): the target must say so
     return LLMRequest(e.get("case") or "replay", endpoint, body, n, counter.source,
                       bool((body.get("response_format") or {}).get("type") == "json_object"), offset,
-                      source_line=lineno)
+                      fixed_output=fixed, source_line=lineno, scrubbed=e.get(SCRUBBED_KEY))
 
 
 PRESCAN_LINES = 1000  # lines checked when a workload is built; later ones are checked as they are sent
@@ -255,12 +305,14 @@ def _parse_line(path: str, lineno: int, line: bytes | str) -> dict:
     return e
 
 
-def log_entries(path: str):
+def log_entries(path: str, options=None):
     """(line, entry, None) or (line, None, why) for each request of a replay log, streamed. The load's own JSONL
     of request bodies is read here; any other log (a trace without text: Azure, BurstGPT, Mooncake; envelopes
-    of request and response) goes through chaos.replay, its prompts synthesised to the trace's lengths."""
-    if _needs_reader(path):
-        yield from _reader_entries(path)
+    of request and response) goes through chaos.replay, its prompts synthesised to the trace's lengths, and so
+    does every log when options (replayopts.ReplayOptions) scrub or filter: why is replayopts.FILTERED for a line
+    the filter dropped."""
+    if (options is not None and options.active) or _needs_reader(path):
+        yield from _reader_entries(path, options)
         return
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
@@ -292,18 +344,33 @@ def _needs_reader(path: str) -> bool:
     return False
 
 
-def _reader_entries(path: str):
-    from ..replay import Item, iter_log
+def _reader_entries(path: str, options=None):
+    from ..replay import Item, Scrubber, iter_log
+    from .replayopts import FILTERED, FIXED_KEY, SCRUBBED_KEY, TRACE_FORMATS, scrub_counts
 
+    keep = options.compiled() if options is not None else None
+    scrubber = Scrubber() if options is not None and options.scrub else None
     for it in iter_log(path):
         if not isinstance(it, Item):
             yield it.line_no, None, f"{path}:{it.line_no}: {it.why}"
             continue
+        if keep is not None and not keep.match(it):  # on the logged request, before anything is changed
+            yield it.line_no, None, FILTERED
+            continue
+        counts = None
+        if scrubber is not None:  # before the body is copied anywhere: nothing downstream sees the raw text
+            before = scrubber.report()
+            scrubber.scrub_item(it)
+            counts = scrub_counts(scrubber.report(), before)
         e = dict(it.body)
+        if counts:
+            e[SCRUBBED_KEY] = counts
+        if it.fmt in TRACE_FORMATS and not it.failed:  # a failed BurstGPT row's length is unknown: a cap of 1
+            e[FIXED_KEY] = True
         if it.offset_s is not None:
             e["timestamp"] = it.offset_s
         if it.case:
-            e["case"] = it.case
+            e["case"] = it.case if scrubber is None else scrubber.text(it.case)  # a tag names the Locust entries
         yield it.line_no, e, None
 
 
@@ -317,24 +384,41 @@ class ReplayScan:
     requests: int  # non-blank lines of the whole file (counted, not parsed)
     checked: int  # lines parsed and checked
     timed: bool  # every checked line has a numeric timestamp
+    filtered: int = 0  # lines the replay filter dropped (not in requests)
 
 
-def scan_replay(path: str, check: int = PRESCAN_LINES) -> ReplayScan:
+def scan_replay(path: str, check: int = PRESCAN_LINES, options=None) -> ReplayScan:
     """Check the first `check` lines (JSON, a body) and count the rest without parsing them: bounded memory and a
-    read of the file, so a workload can be validated before a run without holding the log."""
-    n = checked = 0
+    read of the file, so a workload can be validated before a run without holding the log. A log read through
+    chaos.replay (traces, envelopes, or options that scrub or filter) may have broken lines: they are counted
+    (requests includes them) and only refuse the file when none of the checked lines is readable. Lines the
+    filter drops are not requests of the replay: counted in filtered, not in requests."""
+    n = checked = filtered = readable = 0
     timed = True
-    if _needs_reader(path):  # a trace or an envelope log: every line goes through chaos.replay (still streamed)
-        for lineno, e, error in _reader_entries(path):
+    if (options is not None and options.active) or _needs_reader(path):  # streamed through chaos.replay
+        from .replayopts import FILTERED
+
+        first_error = None
+        for lineno, e, error in _reader_entries(path, options):
+            if error == FILTERED:
+                filtered += 1
+                continue
             n += 1
             if checked < check:
                 checked += 1
                 if error:
-                    raise ValueError(error)
+                    first_error = first_error or error
+                    continue
+                readable += 1
                 timed = timed and _timestamp(e) is not None
         if not n:
-            raise ValueError(f"{path}: no requests in the replay file")
-        return ReplayScan(n, checked, timed)
+            raise ValueError(f"{path}: no requests in the replay file"
+                             + (f" ({filtered} lines filtered out by the replay filter)" if filtered else ""))
+        if not readable:
+            raise ValueError(f"{path}: none of the first {checked} lines is a request that can be sent (the first: "
+                             f"{first_error})")
+        return ReplayScan(n, checked, timed, filtered)
+    first_error = None
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -342,9 +426,16 @@ def scan_replay(path: str, check: int = PRESCAN_LINES) -> ReplayScan:
             n += 1
             if checked < check:
                 checked += 1
-                timed = timed and _timestamp(_parse_line(path, lineno, line)) is not None
+                try:
+                    timed = timed and _timestamp(_parse_line(path, lineno, line)) is not None
+                    readable += 1
+                except ValueError as err:  # a broken line is counted and skipped when sending, never fatal
+                    first_error = first_error or str(err)
     if not n:
         raise ValueError(f"{path}: no requests in the replay file")
+    if not readable:
+        raise ValueError(f"{path}: none of the first {checked} lines is a request that can be sent (the first: "
+                         f"{first_error})")
     return ReplayScan(n, checked, timed)
 
 
@@ -355,8 +446,15 @@ class ReplayItem:
     offset_s: float | None  # seconds after the log's first request, passes included
     error: str | None = None
 
+    @property
+    def filtered(self) -> bool:
+        """Dropped by the replay filter: not a request of the replay, so never owed."""
+        from .replayopts import FILTERED
 
-def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW):
+        return self.error == FILTERED
+
+
+def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW, options=None):
     """The log's requests in time order, streamed: a heap of `window` lines puts a nearly sorted log in order;
     a line older than one already released comes out at once (its offset is in the past: it is sent late, and the
     replay counts it). A line that cannot be read comes out as an item with error set, never fatal. Pass k repeats
@@ -366,7 +464,7 @@ def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW):
     for k in range(passes):
         heap: list = []
         shift = k * (last + 1.0)
-        for lineno, e, error in log_entries(path):
+        for lineno, e, error in log_entries(path, options):
             if error:
                 yield ReplayItem(lineno, None, None, error)
                 continue
@@ -395,8 +493,9 @@ class ReplayCursor:
     """Request i of an untimed replay (a rate or users plan): entry i % N of the file, read forward. Each process
     asks for increasing i, so this is one streamed read a pass, never the whole file in memory."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, options=None):
         self.path = path
+        self.options = options
         self._it = None
         self._pos = -1  # the index of the entry last read
         self._last = None
@@ -416,7 +515,7 @@ class ReplayCursor:
         t0, span, k = None, 0.0, 0
         while True:
             found = False
-            for lineno, e, error in log_entries(self.path):
+            for lineno, e, error in log_entries(self.path, self.options):
                 if error:
                     continue
                 found = True

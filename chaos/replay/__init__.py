@@ -8,8 +8,8 @@ from .model import Item, Problem
 from .readers import FORMATS, detect_format, iter_log
 from .scrub import KINDS as SCRUB_KINDS
 from .scrub import Scrubber
-from .filters import item_tokens, select
+from .filters import ReplayFilter, item_tokens, select
 from .synth import BLOCK_TOKENS, PromptSynth, count_body, count_chat, count_prompt
 
-__all__ = ["BLOCK_TOKENS", "FORMATS", "SCRUB_KINDS", "Item", "LogMapping", "Problem", "PromptSynth", "Scrubber",
+__all__ = ["BLOCK_TOKENS", "FORMATS", "SCRUB_KINDS", "Item", "LogMapping", "Problem", "PromptSynth", "ReplayFilter", "Scrubber",
            "count_body", "count_chat", "count_prompt", "detect_format", "item_tokens", "iter_log", "select"]

@@ -67,3 +67,62 @@ def select(items: Iterable[Item | Problem], status=None, min_tokens: int | None 
                     max_tokens is not None and n > max_tokens):
                 continue
         yield it
+
+
+_FILTER_KEYS = ("status", "error_code", "min_input_tokens", "max_input_tokens")
+
+
+class ReplayFilter:
+    """The replay's line filter, from a dict ({"status": [400, "5xx"], "error_code": [...], "min_input_tokens": 10,
+    "max_input_tokens": 2000}) or the command line's text ("status=400,500 min_input_tokens=10"). match(item) is
+    select()'s test for one item; every value is checked when the filter is made, before anything is read."""
+
+    __slots__ = ("status", "error_code", "min_tokens", "max_tokens")
+
+    def __init__(self, status=None, error_code=None, min_input_tokens=None, max_input_tokens=None):
+        self.status = _as_tuple(status) if status is not None else None
+        self.error_code = _as_tuple(error_code) if error_code is not None else None
+        self.min_tokens, self.max_tokens = min_input_tokens, max_input_tokens
+        next(select([], self.status, self.min_tokens, self.max_tokens, self.error_code), None)  # validates
+
+    @classmethod
+    def of(cls, d: dict | None) -> "ReplayFilter | None":
+        if not d:
+            return None
+        if not isinstance(d, dict):
+            raise ValueError(f"a replay filter is a mapping of {', '.join(_FILTER_KEYS)}, not {d!r}")
+        unknown = sorted(set(d) - set(_FILTER_KEYS))
+        if unknown:
+            raise ValueError(f"unknown replay filter key(s) {', '.join(unknown)}: use {', '.join(_FILTER_KEYS)}")
+        return cls(**d)
+
+    @classmethod
+    def parse(cls, text: str) -> "ReplayFilter | None":
+        """'status=400,5xx error_code=context_length_exceeded min_input_tokens=10 max_input_tokens=2000'."""
+        d: dict = {}
+        for part in (text or "").split():
+            key, eq, value = part.partition("=")
+            if not eq or not value:
+                raise ValueError(f"replay filter {part!r}: write KEY=VALUE with KEY one of {', '.join(_FILTER_KEYS)}")
+            if key in ("min_input_tokens", "max_input_tokens"):
+                try:
+                    d[key] = int(value)
+                except ValueError:
+                    raise ValueError(f"replay filter {key}={value}: give a whole number of tokens") from None
+            elif key == "status":
+                d[key] = [int(v) if v.isdigit() else v for v in value.split(",") if v]
+            else:
+                d[key] = [v for v in value.split(",") if v]
+        return cls.of(d)
+
+    def to_dict(self) -> dict:
+        d = {"status": list(self.status) if self.status else None,
+             "error_code": list(self.error_code) if self.error_code else None,
+             "min_input_tokens": self.min_tokens, "max_input_tokens": self.max_tokens}
+        return {k: v for k, v in d.items() if v is not None}
+
+    def match(self, item: Item) -> bool:
+        return next(select([item], self.status, self.min_tokens, self.max_tokens, self.error_code), None) is not None
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in self.to_dict().items())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..common import parse_duration
 from ..load.driver import LoadConfig, Timeouts
 from ..load.shapes import plan_from
+from ..load.replayopts import ReplayOptions
 from ..load.workloads import WorkloadSpec
 
 DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}
@@ -19,7 +20,9 @@ def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str
     if "mix" in load:
         specs = [(WorkloadSpec(name, **common), float(w)) for name, w in load["mix"].items()]
     elif load.get("workload") == "replay" or "replay" in load:
-        specs = [(WorkloadSpec("replay", replay_file=load["replay"], temperature=common["temperature"]), 1.0)]
+        opts = ReplayOptions(load.get("replay_scrub", False), load.get("replay_filter"))
+        specs = [(WorkloadSpec("replay", replay_file=load["replay"], temperature=common["temperature"],
+                               extra=opts.extra()), 1.0)]
     else:
         specs = [(WorkloadSpec(load.get("workload", "chat"), **common), 1.0)]
     t = {**DEFAULT_TIMEOUTS, **(load.get("timeouts") or {})}

@@ -29,6 +29,8 @@ def finish(run, code: int | None) -> int:
     the exit code. run is the Runner."""
     records = read_records(os.path.join(run.run_dir, "requests.jsonl"))
     _label(run, records)
+    if run.load is not None:
+        run.load.input_facts(records)  # the scrub report, filtered lines, failed source lines: into the notes
     checks = []
     if code is None or code == EXIT_FAILED and run.gate is not None and not run.gate[0]:
         facts = RunFacts(gate=run.gate, faults=run.faults, target=run.target, final_health=run.final_health,
@@ -63,6 +65,7 @@ def finish(run, code: int | None) -> int:
                     "revert_error": f.revert_error}
                    for f in run.faults],
         "notes": run.notes + (run.load.notes if run.load else []),
+        "inputs": [f.results() for f in run.faults if getattr(f, "family", None) == "input" and f.applied],
         "requests": len(records),
     }
     run.journal.write("run_finished", verdict=verdict, exit_code=code)
@@ -85,9 +88,11 @@ def _replay_check(run):
         return None
     window, lost = acc.get("window", 0), acc.get("not_sent", 0)
     why = ", ".join(f"{k} {v}" for k, v in (acc.get("not_sent_by_reason") or {}).items())
+    skipped = (f"; unreadable lines skipped: {acc['skipped']} (lines {', '.join(map(str, acc['skipped_lines']))})"
+               if acc.get("skipped") else "") + (f"; filtered: {acc['filtered']}" if acc.get("filtered") else "")
     return V.Check("replay sent every request of the log", lost == 0, f"{window - lost} of {window} sent",
-                   "all", f"not sent: {lost} ({why}); the first not sent: line {acc.get('first_not_sent')}"
-                   if lost else f"lag P99 {V.fmt_s((acc.get('lag') or {}).get('p99'))}")
+                   "all", (f"not sent: {lost} ({why}); the first not sent: line {acc.get('first_not_sent')}"
+                           if lost else f"lag P99 {V.fmt_s((acc.get('lag') or {}).get('p99'))}") + skipped)
 
 
 def _label(run, records: list) -> None:
