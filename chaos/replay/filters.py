@@ -83,6 +83,9 @@ class ReplayFilter:
         self.status = _as_tuple(status) if status is not None else None
         self.error_code = _as_tuple(error_code) if error_code is not None else None
         self.min_tokens, self.max_tokens = min_input_tokens, max_input_tokens
+        if isinstance(min_input_tokens, int) and isinstance(max_input_tokens, int) and min_input_tokens > max_input_tokens:
+            raise ValueError(f"min_input_tokens {min_input_tokens} is above max_input_tokens {max_input_tokens}: "
+                             "no line would pass the replay filter")
         next(select([], self.status, self.min_tokens, self.max_tokens, self.error_code), None)  # validates
 
     @classmethod
