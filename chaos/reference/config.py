@@ -69,6 +69,11 @@ PRESETS: dict[str, ModelConfig] = {
     # For tests: a forward pass costs well under a millisecond.
     "tiny": ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024),
+    # tiny's shape with 32k positions, for long-context probes on a CPU (experiments/long-context.yaml):
+    # a 16k-token prompt is prefilled in well under a second, so a short run gets many requests of each size.
+    "tiny-long": ModelConfig(hidden_size=128, intermediate_size=2048, num_hidden_layers=2,
+                             num_attention_heads=1, num_key_value_heads=1, head_dim=16,
+                             max_position_embeddings=32768),
     # For demos and experiments: ~22M parameters, 8k context (enough for the seed's 3k-token RAG case
     # and for long-context probes that must fail cleanly past 8k).
     "small": ModelConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
