@@ -64,3 +64,33 @@ def test_a_mooncake_trace_shares_prefixes_where_its_hash_ids_do(tmp_path):
     a, b, c = (i.entry["prompt"] for i in iter_replay(str(log)))
     assert a[:1000] == b[:1000] and a != b  # blocks 7 and 8 shared, the third not
     assert a[:200] != c[:200]
+
+
+def test_trace_requests_ask_for_the_traces_output_length_and_a_failed_burstgpt_row_one_token(tmp_path, reference):
+    log = tmp_path / "burst.csv"
+    rows = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]
+    outs = [5, 0, 9, 3, 0, 7]  # 0: a request BurstGPT logged as failed
+    rows += [f"{0.1 * i:.1f},ChatGPT,{30 + i},{o},{30 + i + o},Conversation log" for i, o in enumerate(outs)]
+    log.write_text("\n".join(rows) + "\n")
+    plan = replay(20.0, speed=2.0, max_users=8, stop_timeout=2.0)
+    cfg = LoadConfig(target=reference.base_url, plan=plan, out_dir=str(tmp_path / "o"), stream=False,
+                     workload=[(WorkloadSpec("replay", replay_file=str(log)), 1.0)])
+    result = run_load(cfg, progress=lambda line: None)
+    assert result.replay["not_sent"] == 0
+    by_line = {r["source_line"]: r for r in map(json.loads, open(result.records_path))}
+    assert sorted(by_line) == list(range(2, 2 + len(outs)))
+    for k, want in enumerate(outs):
+        r = by_line[2 + k]
+        assert r["outcome"] == "ok", r
+        if want:  # fixed length: exactly the trace's tokens, the model's EOS ignored
+            assert (r["fixed_output"], r["ignore_eos"], r["requested_tokens"]) == (True, True, want)
+            assert r["output_tokens"] == want
+        else:  # unknown length: a one-token cap, not a fixed length the summary would judge
+            assert (r["fixed_output"], r["ignore_eos"], r["requested_tokens"]) == (False, False, 1)
+            assert r["output_tokens"] <= 1
+    # with the target's ignore_eos off, the length is still asked for but EOS may end it
+    cfg.ignore_eos, cfg.out_dir = False, str(tmp_path / "o2")
+    result = run_load(cfg, progress=lambda line: None)
+    recs = list(map(json.loads, open(result.records_path)))
+    assert {r["ignore_eos"] for r in recs} == {False}
+    assert {r["fixed_output"] for r in recs if r["requested_tokens"] > 1} == {True}
