@@ -218,8 +218,9 @@ def markdown(growth: dict) -> list[str]:
     lines.append("")
     for m, f in growth.get("fits", {}).items():
         exp = "-" if f["exponent"] is None else f"{f['exponent']:.2f}"
-        lines.append(f"- {m.upper()} P50 fit: {f['slope_ms_per_1k_tokens']:.1f} ms per 1k tokens + "
-                     f"{f['intercept_ms']:.0f} ms, R² {f['r2']:.3f}, log-log exponent {exp}")
+        sign = "-" if f["intercept_ms"] < 0 else "+"
+        lines.append(f"- {m.upper()} P50 fit: {f['slope_ms_per_1k_tokens']:.1f} ms per 1k tokens {sign} "
+                     f"{abs(f['intercept_ms']):.0f} ms, R² {f['r2']:.3f}, log-log exponent {exp}")
     ratios = growth.get("step_ratios")
     if ratios:
         steps = growth["sizes"][2:]
