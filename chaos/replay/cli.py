@@ -1,0 +1,230 @@
+"""`chaos replay LOGFILE TARGET`: replay a log or trace once, outside an experiment, and say what came of it.
+
+The one module of chaos.replay that uses the rest of the toolkit (imported by the `chaos` command only): the
+sending is chaos.load's driver (its timed Replayer, or its users / rate plans with --fast), a target file is
+started and stopped with chaos.targets, as `chaos run` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from urllib.parse import urlparse
+
+EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+EPILOG = """examples:
+  chaos replay prod.jsonl http://127.0.0.1:8000                    # the log's own timing
+  chaos replay prod.jsonl http://127.0.0.1:8000 --speed 10 --scrub --max-requests 2000
+  chaos replay azure_conv_2023.csv targets/reference.yaml --speed 4 # starts the target, stops it after
+  chaos replay prod.jsonl targets/reference.yaml --fast --users 8 --filter "status=400,5xx"
+  chaos replay prod.jsonl http://127.0.0.1:8000 --fast --rate 20 --no-stream
+
+Timing: --speed X sends each request at the log's own time divided by X (open loop: a late send is never
+caught up by spacing the rest; the lag, actual - intended send time, is reported as P50/P99/max). --fast ignores
+the log's times and sends as fast as --users (closed loop, default 4) or --rate allow.
+Every readable line is sent once (the first --max-requests of them), in log order; a line that cannot be read is
+reported by its line number and never stops the replay; lines the --filter drops are counted as filtered.
+Writes requests.jsonl (each record has its source_line), summary.json, replay-summary.json and Locust's files in
+--out, and the logs of a target it started.
+
+exit status: 0 every request was sent (whatever the target answered: failures are listed by source line);
+1 some request was not sent (the summary says which lines and why); 2 the replay could not start (bad
+arguments, unreadable log, target not reachable or failed to start); 130 interrupted (Ctrl-C)."""
+
+
+def register(sub, formatter) -> None:
+    p = sub.add_parser("replay", help="replay a request log or trace once against a URL or a target file",
+                       formatter_class=formatter, epilog=EPILOG,
+                       description="Replay LOGFILE (OpenAI bodies, envelopes, Azure / BurstGPT / Mooncake traces; "
+                                   "docs/replay.md) against TARGET and report sent / not sent / filtered / "
+                                   "unreadable lines, the send lag, outcomes and status codes, and the failed "
+                                   "requests by source line.")
+    p.add_argument("logfile", help="the log or trace (JSONL, CSV, optionally gzip)")
+    p.add_argument("target", help="a URL (http://127.0.0.1:8000; loopback only unless --allow-remote) or a target "
+                                  "file (targets/reference.yaml), which is started and stopped")
+    g = p.add_argument_group("timing")
+    t = g.add_mutually_exclusive_group()
+    t.add_argument("--speed", type=float, default=None, metavar="X",
+                   help="the log's own timing, X times faster (default 1)")
+    t.add_argument("--fast", action="store_true", help="ignore the log's times: as fast as --users/--rate allow")
+    g.add_argument("--users", type=int, help="--fast: concurrent users, closed loop (default 4)")
+    g.add_argument("--rate", type=float, help="--fast: arrivals per second, open loop")
+    g.add_argument("--max-users", type=int, default=256, help="most requests in flight (timed replay, --rate)")
+    g.add_argument("--duration", default="24h", help="upper bound on the whole replay")
+    g = p.add_argument_group("what to send")
+    g.add_argument("--scrub", action="store_true", help="redact secrets and personal data from every request "
+                                                        "before it is sent or stored (counts per kind reported)")
+    g.add_argument("--filter", metavar="FILTER", help="e.g. 'status=400,5xx error_code=context_length_exceeded "
+                                                      "min_input_tokens=10 max_input_tokens=2000'")
+    g.add_argument("--max-requests", type=int, help="replay only the first N requests of the log")
+    g.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True, help="streamed requests")
+    g.add_argument("--model", help="model id (default: the target's, else the first of GET /v1/models)")
+    g.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key (URL targets)")
+    g.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable of the target file (e.g. --var PRESET=tiny); repeatable")
+    g.add_argument("--allow-remote", action="store_true", help="allow a TARGET URL that is not on loopback")
+    g.add_argument("--timeout-first-token", default="60s")
+    g.add_argument("--timeout-total", default="300s")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", help="output directory (default runs/replay-<UTC time>)")
+    g.add_argument("--interval", type=float, default=5.0, help="seconds between progress lines (0: none)")
+    p.set_defaults(func=cmd_replay)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _on_term(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: stop Locust, stop what was started
+
+
+def cmd_replay(a) -> int:
+    from ..load.driver import LoadError
+
+    out = a.out or os.path.join("runs", time.strftime("replay-%Y%m%dT%H%M%SZ", time.gmtime()))
+    previous = signal.signal(signal.SIGTERM, _on_term)
+    target = None
+    try:
+        try:
+            opts, window, unreadable = _prepare(a)
+            os.makedirs(out, exist_ok=True)
+            target, urls, model, key_env, ignore_eos = _target(a, out)
+            cfg = _config(a, opts, window, urls, model, key_env, ignore_eos, out)
+        except (ValueError, OSError, LoadError, _Stop) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_SETUP
+        from ..load.driver import run_load
+
+        mode = f"x{cfg.plan.replay_speed:g} of its timing" if cfg.plan.replay_speed else f"fast ({cfg.plan.kind})"
+        print(f"replay: {a.logfile} -> {', '.join(urls)}, {mode}; writing to {out}", flush=True)
+        try:
+            result = run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
+        except (LoadError, ValueError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_SETUP
+        from .summary import build_summary, format_summary
+
+        summary = build_summary(result, a.logfile, a.target, window, unreadable)
+        with open(os.path.join(out, "replay-summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        print()
+        print(format_summary(summary))
+        print()
+        print(result.table())
+        for n in result.notes:
+            print(f"note: {n}")
+        print(f"\nrecords: {result.records_path}\nsummary: {os.path.join(out, 'replay-summary.json')}")
+        if result.interrupted:
+            return EXIT_INTERRUPTED
+        if summary["not_sent"]:
+            print(f"error: {summary['not_sent']} of {summary['window']} requests were not sent", file=sys.stderr)
+            return EXIT_NOT_SENT
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if target is not None:
+            print(f"stopping the target {target.spec.name} ...", flush=True)
+            target.down(grace=5)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _prepare(a):
+    """(replay options, requests owed or None for a timed replay, unreadable lines) from one streamed read."""
+    from ..load.cli import replay_options
+    from ..load.replayopts import FILTERED
+    from ..load.workloads import log_entries
+
+    if a.speed is not None and a.speed <= 0:
+        raise ValueError("--speed must be > 0")
+    if (a.users or a.rate) and not a.fast:
+        raise ValueError("--users and --rate set the pace of --fast; a timed replay (--speed) keeps the log's own")
+    if a.users and a.rate:
+        raise ValueError("give --users or --rate, not both")
+    if a.max_requests is not None and a.max_requests < 1:
+        raise ValueError("--max-requests must be >= 1")
+    if not os.path.isfile(a.logfile):
+        raise ValueError(f"{a.logfile}: no such file")
+    opts = replay_options(a.scrub, a.filter)
+    if not a.fast:
+        return opts, None, None  # the Replayer accounts for every line itself
+    readable, unreadable = 0, {"count": 0, "lines": []}
+    for lineno, e, error in log_entries(a.logfile, opts):
+        if error == FILTERED:
+            continue
+        if error:
+            unreadable["count"] += 1
+            if len(unreadable["lines"]) < 20:
+                unreadable["lines"].append(lineno)
+            continue
+        readable += 1
+        if a.max_requests and readable >= a.max_requests:
+            break
+    if not readable:
+        raise ValueError(f"{a.logfile}: no request in it can be sent")
+    return opts, readable, unreadable
+
+
+def _target(a, out):
+    """(started target or None, urls, model, api key variable, ignore_eos)."""
+    u = urlparse(a.target)
+    if u.scheme in ("http", "https"):
+        if u.hostname not in LOOPBACK and not a.allow_remote:
+            raise _Stop(f"{a.target} is not on loopback; pass --allow-remote to replay against it")
+        return None, [a.target], a.model, a.api_key_env, True
+    if not os.path.isfile(a.target):
+        raise _Stop(f"TARGET {a.target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
+    from ..experiment.loader import ExperimentError
+    from ..experiment.model import load_target
+    from ..targets import TargetError, make_target
+
+    try:
+        spec, _ = load_target(a.target, _vars(a.var))
+    except ExperimentError as e:
+        raise _Stop(f"{a.target}: {e}") from None
+    target = make_target(spec, out)
+    print(f"starting the target {spec.name} ({spec.kind}) ...", flush=True)
+    try:
+        target.up()
+    except TargetError as e:
+        target.down(grace=1)
+        raise _Stop(f"the target did not start: {e}") from None
+    except BaseException:
+        target.down(grace=1)
+        raise
+    return target, target.urls, a.model or target.model, target.api_key_env, spec.ignore_eos
+
+
+def _vars(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise _Stop(f"--var {item!r}: write NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def _config(a, opts, window, urls, model, key_env, ignore_eos, out):
+    from ..common import parse_duration
+    from ..load.driver import LoadConfig, Timeouts
+    from ..load.shapes import plan_from
+    from ..load.workloads import WorkloadSpec
+
+    shape = {"duration": a.duration, "max_users": a.max_users, "stop_timeout": "5s"}
+    if a.fast:
+        shape.update(max_requests=window, **({"rate": a.rate} if a.rate else {"users": a.users or 4}))
+    else:
+        shape.update(replay_speed=a.speed or 1.0, max_requests=a.max_requests)
+    spec = WorkloadSpec("replay", replay_file=a.logfile, extra=opts.extra())
+    return LoadConfig(target=urls[0], also=urls[1:], plan=plan_from(shape), workload=[(spec, 1.0)], out_dir=out,
+                      model=model, stream=a.stream, api_key_env=key_env, ignore_eos=ignore_eos,
+                      timeouts=Timeouts(10.0, parse_duration(a.timeout_first_token), parse_duration(a.timeout_total)))
