@@ -5,13 +5,14 @@ in FAULT_TYPES; its schema lives in chaos/experiment/schema.py.
 """
 
 from .base import Fault, FaultContext, FaultError
+from .inputs import AbnormalInputs
 from .instance import KillInstance, PauseInstance
 from .llm import LLM_FAULT_TYPES
 from .network import NETWORK_FAULTS
 from .server_hook import ServerHook
 
 FAULT_TYPES: dict[str, type[Fault]] = {cls.type: cls for cls in (KillInstance, PauseInstance, ServerHook,
-                                                                 *NETWORK_FAULTS, *LLM_FAULT_TYPES)}
+                                                                 AbnormalInputs, *NETWORK_FAULTS, *LLM_FAULT_TYPES)}
 
 
 def make_fault(spec, target) -> Fault:

@@ -63,6 +63,9 @@ class Fault:
     def describe(self) -> str:
         return f"{self.type} at {self.spec.at:g}s"
 
+    def halt(self) -> None:
+        """Stop any work the fault does in the background; the runner calls it before the rollback."""
+
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
         """Undo using only what plan() journaled (the run's process is gone). Returns what was done."""

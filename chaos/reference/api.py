@@ -264,6 +264,7 @@ class ReferenceAPI:
             req = await self._parse_large(raw, ctype, kind) if len(raw) > LARGE_BODY else self._parse(raw, ctype, kind)
             del raw
             self._admit()
+            self.faults.check_wedge(req.prompt_ids, self.engine.config.max_model_len)
         except APIError as e:
             return self.error_response(e, headers)
         self.in_flight += 1

@@ -25,17 +25,42 @@ HOOKS = {
     "engine_error": "make the engine thread fail at its next step (/health and new requests turn 503, open "
                     "streams get an error event); cannot be reverted",
     "crash": "kill this server process now (SIGKILL; exit_code given: exit with it instead); cannot be reverted",
+    "wedge_on": "arm a trigger: the first request whose prompt is of this class (nul, control, emoji, rtl, "
+                "near_context) wedges the engine: it and every later request hang until the process restarts "
+                "(the seed's replica that needed a restart); reverting disarms it but does not unwedge",
 }
+
+# A class of bad input that wedges a replica, as a prompt's text or length shows it.
+WEDGE_CLASSES = {
+    "nul": lambda text, n, ctx: "\x00" in text,
+    "control": lambda text, n, ctx: any(c < " " and c not in "\t\n\r" for c in text),
+    "emoji": lambda text, n, ctx: any(ord(c) >= 0x1F000 for c in text),
+    "rtl": lambda text, n, ctx: any(c in "\u200f\u202b\u202e\u2067" for c in text),
+    "near_context": lambda text, n, ctx: n >= 0.9 * ctx,
+}
+WEDGE_FOREVER_S = 10 * 365 * 24 * 3600
 
 
 class ServerFaults:
     def __init__(self, engine: AsyncEngine, seed: int | None = None):
         self.engine = engine
         self.rng = random.Random(seed)
-        self.active: dict[str, float | int] = {}
+        self.active: dict[str, float | int | str] = {}
+        self.wedged_by: str | None = None  # the class of input that wedged the engine; only a restart clears it
 
     def describe(self) -> dict:
-        return {"active": dict(self.active), "available": HOOKS}
+        return {"active": dict(self.active), "available": HOOKS,
+                **({"wedged_by": self.wedged_by} if self.wedged_by else {})}
+
+    def check_wedge(self, prompt_ids: list[int], max_model_len: int) -> None:
+        """With wedge_on armed, a prompt of its class wedges the engine for good (this request included)."""
+        cls = self.active.get("wedge_on")
+        if cls is None or self.wedged_by is not None:
+            return
+        text = self.engine.engine.tokenizer.decode(prompt_ids) if cls != "near_context" else ""
+        if WEDGE_CLASSES[cls](text, len(prompt_ids), max_model_len):
+            self.wedged_by = cls
+            self.engine.hang(WEDGE_FOREVER_S)
 
     def apply(self, spec: dict) -> dict:
         if not isinstance(spec, dict) or not spec:
@@ -121,3 +146,11 @@ class ServerFaults:
 
     def _revert_crash(self):
         pass
+
+    def _apply_wedge_on(self, v):
+        if v not in WEDGE_CLASSES:
+            raise APIError(400, f"wedge_on must be one of {sorted(WEDGE_CLASSES)}, got {v!r}", param="wedge_on")
+        self.active["wedge_on"] = v
+
+    def _revert_wedge_on(self):
+        pass  # disarmed; a wedged engine stays wedged (engine.hang is not ended): that is the fault

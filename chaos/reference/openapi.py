@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER
 from .engine.sequence import SEED_MAX, SEED_MIN
-from .faults import HOOKS
+from .faults import HOOKS, WEDGE_CLASSES
 from .protocol import CHAT_ROLES, MAX_JSON_DEPTH, MAX_STOP, PENALTY, TEMPERATURE, TOP_P
 from .tokenizer import VOCAB_SIZE
 
@@ -214,7 +214,8 @@ def _fault_paths() -> dict:
         "fail_fraction": {"type": "number", "minimum": 0, "maximum": 1},
         "engine_error": {"description": "any value"},
         "crash": {"oneOf": [{"const": True}, {"type": "object", "additionalProperties": False, "properties": {
-            "exit_code": {"type": "integer", "minimum": 0, "maximum": 255}}}]}}}
+            "exit_code": {"type": "integer", "minimum": 0, "maximum": 255}}}]},
+        "wedge_on": {"enum": sorted(WEDGE_CLASSES)}}}
     for name, doc in HOOKS.items():
         hooks["properties"][name]["description"] = doc
     state = {"description": "Active hooks and the available ones", "content": {"application/json": {"schema": {

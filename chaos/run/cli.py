@@ -188,7 +188,8 @@ def cmd_list(a) -> int:
 
         families = {"instance": "instance faults (processes and containers the run started)",
                     "network": "network faults on a link (Toxiproxy toxics; link: client or an instance id)",
-                    "llm": "LLM faults on a link (the SSE-aware proxy; probability, count, occurrences, match)"}
+                    "llm": "LLM faults on a link (the SSE-aware proxy; probability, count, occurrences, match)",
+                    "input": "input faults (abnormal requests, each with the answer a good service gives)"}
         for family, title in families.items():
             print(f"{title}:")
             for name, cls in sorted(FAULT_TYPES.items()):

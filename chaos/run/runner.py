@@ -346,7 +346,7 @@ class Runner:
             self.journal.write("fault_reverted", fault=f.spec.name, teardown=False, error=getattr(f, "revert_error",
                                                                                                    None),
                                instances=[i.journal() for i in self.target.all_instances()])
-        self.view.event("fault", f"reverted {f.spec.name} (restart took {time.monotonic() - began:.1f}s)")
+        self.view.event("fault", f"reverted {f.spec.name} (took {time.monotonic() - began:.1f}s)")
 
     def _abort_check(self) -> str | None:
         rate, span = self.exp.abort_error_rate, self.exp.abort_for
@@ -377,6 +377,8 @@ class Runner:
     def _rollback(self) -> None:
         fast = lambda: self.signals > 1
         self.tearing_down = True  # a restart still waiting for health gives up now, one still stopping never starts
+        for f in self.faults:
+            f.halt()  # background work (an abnormal-input batch) ends before anything is reverted
         for t in self.restarts:
             t.join(10.0)
         for f in reversed(self.faults):

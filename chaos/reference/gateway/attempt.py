@@ -58,6 +58,9 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
     path = request.path
     first_timeout = gw.latency.timeout("first_token", s.first_token_timeout, s.auto_floor_s, s.auto_default_s)
     total_timeout = gw.latency.timeout("total", s.total_timeout, s.auto_floor_s, 12 * s.auto_default_s)
+    body_s = len(raw) / 2**20 * s.auto_body_s_per_mb if raw else 0.0
+    first_timeout += body_s if s.first_token_timeout == "auto" else 0.0
+    total_timeout += body_s if s.total_timeout == "auto" else 0.0
     headers = {"Content-Type": "application/json", "x-request-id": rid}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]

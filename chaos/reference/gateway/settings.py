@@ -10,8 +10,8 @@ POSITIVE = ("auto_floor_s", "auto_default_s", "backoff_base_s", "backoff_max_s",
             "health_timeout_s", "eject_for_s", "breaker_open_s", "queue_timeout_s", "retry_after_s", "cache_ttl_s",
             "header_timeout_s", "body_timeout_s", "retry_budget_window_s")
 # Other numbers: (low, high), both included (what each means is next to its field).
-BOUNDED = {"retry_after_cap_s": (0, 3600), "retry_budget_ratio": (0, 5), "max_ejection_percent": (0, 100),
-           "breaker_error_rate": (0, 1)}
+BOUNDED = {"auto_body_s_per_mb": (0, 600), "retry_after_cap_s": (0, 3600), "retry_budget_ratio": (0, 5),
+           "max_ejection_percent": (0, 100), "breaker_error_rate": (0, 1)}
 # Whole numbers: (low, high). The highs only keep absurd values out (a 400-digit breaker_window would be an
 # OverflowError when the deque is made); breaker_min_requests may exceed the window: the breaker never opens.
 INTEGERS = {"retries": (0, 5), "retry_budget_min": (0, 10**9), "unhealthy_after_checks": (1, 10**6),
@@ -29,6 +29,9 @@ class GatewaySettings:
     stream_idle_timeout_s: float | None = None
     auto_floor_s: float = 2.0  # "auto" never goes below this
     auto_default_s: float = 10.0  # "auto" before enough samples exist
+    # "auto" is learned from ordinary requests: a large body also has to be sent and parsed before any answer can
+    # come, so it gets this much more per MB (a 20 MB body answered with a 400 took ~3 s on a busy 2-core box).
+    auto_body_s_per_mb: float = 0.5
     retries: int = 2  # at most, and only while nothing has been streamed to the client
     backoff_base_s: float = 0.05
     backoff_max_s: float = 2.0

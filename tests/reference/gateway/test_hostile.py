@@ -44,3 +44,22 @@ def test_every_hostile_request_through_the_gateway(front):
     assert all(u["state"] == "up" and u["breaker"] == "closed" for u in st.values()), st
     status, headers, _ = post(gw.base_url, "/v1/completions", BODY)
     assert status == 200 and headers["x-served-by"] in st
+
+
+@pytest.mark.parametrize("per_mb, want", [(0.0, 503), (0.5, 400)])
+def test_a_large_body_gets_time_to_be_parsed_under_auto_timeouts(pair, per_mb, want):
+    """Found by the abnormal-input batch under load: "auto" learns its first-token timeout from ordinary requests,
+    and a 20 MB over-context body cannot be sent and parsed within it; each attempt timed out, was retried, and the
+    client got 503 all_upstreams_unavailable instead of the replica's 400. With the per-MB allowance (default) the
+    replica's 400 comes through. auto_default_s (the timeout before samples exist) is set tiny to stand for a
+    timeout learned from small requests; per_mb 0 shows the check can fail."""
+    gw = start_gateway(pair, args=settings(first_token_timeout="auto", auto_default_s=0.05,
+                                           auto_body_s_per_mb=per_mb, eject_after_failures=100))
+    try:
+        case = next(c for c in cases_module.hostile_cases(M, 1024) if c.name == "20 MB prompt (over the context)")
+        status, _, body = cases_module.send(case, gw.base_url, timeout=120)
+        assert status == want, body
+        if want == 400:
+            assert body["error"]["code"] == "context_length_exceeded"
+    finally:
+        gw.stop()
