@@ -11,7 +11,7 @@ import psutil
 
 from ..load.labels import label_records
 from ..load.records import read_records
-from ..load.summary import summarize_steps
+from ..load.summary import summarize, summarize_steps
 from ..report.writer import write_reports
 from ..verify import checks as V
 from ..verify.verdict import RunFacts, run_checks
@@ -31,6 +31,9 @@ def finish(run, code: int | None) -> int:
     _label(run, records)
     if run.load is not None:
         run.load.input_facts(records)  # the scrub report, filtered lines, failed source lines: into the notes
+        acc = run.load.replay
+        if acc is not None and not acc.get("lag"):  # the send lag of the replayed requests, for the replay check
+            acc["lag"] = summarize([r for r in records if r.source_line is not None], "replay", True).lag or None
     checks = []
     if code is None or code == EXIT_FAILED and run.gate is not None and not run.gate[0]:
         facts = RunFacts(gate=run.gate, faults=run.faults, target=run.target, final_health=run.final_health,
