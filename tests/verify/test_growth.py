@@ -113,3 +113,36 @@ def test_estimated_counts_go_to_the_nearest_size():
         r.input_tokens += 7  # an estimating tokenizer rounds
     a = analyse(recs, SIZES)
     assert [row["sent"] for row in a["sizes"]] == [20] * 5
+
+
+def test_input_tokens_as_sizes_round_trip_and_interleave():
+    """load.input_tokens as sizes: the list, the text form (two sizes too) and what the load driver hands its
+    Locust processes (list(spec.input_tokens)) all give the same sizes; every run of len(sizes) requests takes each
+    size once; a range and a single size still work as before."""
+    from collections import Counter
+
+    from chaos.load.workloads import Workload, WorkloadSpec, sizes
+
+    for written, want in (([4000, 1000, 2000], (1000, 2000, 4000)), ("1000,16000", (1000, 16000)),
+                          ("1000, 2000,4000", (1000, 2000, 4000))):
+        spec = WorkloadSpec("long", input_tokens=written, output_tokens=4)
+        assert sizes(spec.input_tokens) == want
+        again = WorkloadSpec("long", input_tokens=list(spec.input_tokens), output_tokens=list(spec.output_tokens))
+        assert sizes(again.input_tokens) == want, "the driver's round trip keeps the sizes"
+    assert WorkloadSpec("long", input_tokens="200-500").input_tokens == (200, 500)
+    assert WorkloadSpec("long", input_tokens=[200, 500]).input_tokens == (200, 500), "a pair is a range"
+    assert WorkloadSpec("long", input_tokens=300).input_tokens == (300, 300)
+    for bad in ("1000,0", [0, 5, 6], "a,b"):
+        with pytest.raises(ValueError, match="list of sizes"):
+            WorkloadSpec("long", input_tokens=bad)
+    with pytest.raises(ValueError, match="output_tokens"):
+        WorkloadSpec("long", output_tokens="8,16,32")
+
+    w = Workload([(WorkloadSpec("long", input_tokens=SIZES, output_tokens=4), 1.0)], seed=7)
+    got = [w.request(i).input_tokens for i in range(50)]
+    for i in range(0, 50, 5):
+        assert sorted(got[i:i + 5]) == SIZES
+    assert got[:5] != got[5:10] or got[5:10] != got[10:15], "the order within each run is seeded, not fixed"
+    assert Counter(got) == {n: 10 for n in SIZES}
+    assert got == [Workload([(WorkloadSpec("long", input_tokens=SIZES, output_tokens=4), 1.0)], seed=7)
+                   .request(i).input_tokens for i in range(50)], "the same seed sends the same sizes"
