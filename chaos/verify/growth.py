@@ -16,9 +16,10 @@ swapping) gives far more.
 Noise: on a busy 2-core machine one P50 can be off by tens of percent. The decision is bootstrapped: per size the
 latencies are resampled with replacement (seeded, BOOTSTRAP times) and the rule applied to each resample. A knee
 found in at least `confidence` of them fails; a knee in at most 1 - confidence passes; anything between is not
-judged: the samples cannot tell a knee from the machine's load (an overloaded machine shows here). Too few
-requests sent at some size is not judged too (the run was too short); sent and not answered is the target's
-failure.
+judged: the samples cannot tell a knee from the machine's load. That is how an overloaded machine shows: a steady
+neighbour slows every size alike (the sizes are interleaved) and the ratios, being relative, stand; a bursty one
+spreads the latencies, and the resamples disagree. Too few requests sent at some size is not judged too (the run
+was too short); sent and not answered is the target's failure.
 """
 
 from __future__ import annotations
