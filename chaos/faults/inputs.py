@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..common import parse_duration
 from .base import Fault, FaultContext
 
-FAMILIES = ("blns", "special", "special-mix", "repeat", "context", "empty", "injection", "hostile")
+FAMILIES = ("blns", "special", "special-mix", "repeat", "context", "empty", "injection", "hostile")  # batch.py's + 1
 
 
 def _get_json(url: str, headers: dict, timeout: float = 10.0):
