@@ -29,6 +29,7 @@ def test_long_context_short_run_fits_latency_per_size_and_passes(tmp_path):
     assert fit["slope_ms_per_1k_tokens"] > 0 and 0 <= fit["r2"] <= 1, fit
     assert set(g["fits"]) == {"ttft", "e2e"} and g["knee_tokens"] is None
     assert len(g["step_ratios"]) == len(SIZES) - 2
+    assert rep["latency_growth"] == g, "report.json also has the table and fit at the top"
 
     recs = [json.loads(line) for line in open(run_dir / "requests.jsonl")]
     recs.sort(key=lambda x: x["t_start"])
