@@ -140,6 +140,11 @@ def analyse(records, sizes, metric: str = "ttft", max_knee_ratio: float = 3.0, m
         out["why"] = f"a knee needs at least 3 sizes; load.input_tokens gives {len(sizes)}"
         return out
     short = [s for s, g in groups.items() if g["sent"] < min_requests]
+    failing = [f"{s} ({g['errors']} of {g['sent']} failed)" for s, g in groups.items() if s in short and g["errors"]]
+    if failing:  # few sent because those few failed or hung (a timeout): the target's doing, not the run's
+        out["passed"] = False
+        out["why"] = f"requests failed at {', '.join(failing)} tokens, and too few were sent to judge the rest"
+        return out
     if short:
         out["why"] = (f"too few requests sent at {', '.join(map(str, short))} tokens (fewer than {min_requests}): "
                       f"lengthen load.duration")

@@ -80,6 +80,16 @@ def test_too_few_requests_at_a_size_is_not_judged():
     assert c.growth["sizes"][-1]["sent"] == 3
 
 
+def test_few_sent_because_they_failed_fails():
+    """A size whose few requests timed out (a hang holds the one user) is the target's failure, not too short a run."""
+    recs = [r for r in records(linear) if r.input_tokens != 16000 or r.id.startswith(("0-", "1-"))]
+    for r in recs:
+        if r.input_tokens == 16000:
+            r.outcome, r.t_first, r.t_end, r.status, r.timeout_kind = "timeout", None, r.t_start + 60, None, "total"
+    c = growth_check(recs, LOAD, {})
+    assert c.passed is False and "16000 (2 of 2 failed)" in c.detail, c.detail
+
+
 def test_sent_but_unanswered_fails():
     recs = records(linear)
     for r in recs:
