@@ -228,8 +228,10 @@ def send(case: HostileCase, base_url: str, timeout: float = 60.0, headers: dict 
                 c.request(case.method, case.path, body=case.chunks(), headers=h, encode_chunked=True)
             else:
                 c.request(case.method, case.path, body=case.payload(), headers=h)
-        except OSError:
-            pass  # the server may answer (413) and stop reading before the body is sent: read its answer
+        except OSError as e:
+            if c.sock is None:  # never connected: there is no answer to read
+                return None, {}, repr(e)
+            # else the server may answer (413) and stop reading before the body is sent: read its answer
         try:
             r = c.getresponse()
             raw = r.read()

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from ..common import is_loopback, stop_group
+from .abnormal import AbnormalCase, abnormal_cases, check
 from .cases import hostile_cases, send
 
 HEALTH_TIMEOUT_S = 1.0  # the gateway's health_timeout_s: a slower /health looks like an outage to it
@@ -141,10 +142,13 @@ def send_all(tally: Tally, cases, urls: list[tuple[str, str]], headers: dict, pr
             else None
         if status is None or status >= 500:
             tally.errors_5xx += 1
-        if status not in case.expect:
+        # a generated abnormal case is judged whole (status, error.param and error.code, choices on a 200)
+        problem = check(case, status, body) if isinstance(case, AbnormalCase) else None
+        if status not in case.expect or problem:
             tally.wrong += 1
             tally.findings.append(f"{where}: {case.name}: {status or 'no answer'} {code or ''} "
-                                  f"(a good server answers {'/'.join(map(str, case.expect))})")
+                                  f"(a good server answers {'/'.join(map(str, case.expect))})"
+                                  + (f": {problem[:160]}" if problem and status in case.expect else ""))
         if (i + 1) % 25 == 0 or i + 1 == len(cases):
             progress(f"  {where if len(urls) == 1 else 'direct'}: {i + 1}/{len(cases)} sent, {tally.wrong} wrong")
 
@@ -180,7 +184,12 @@ def normal_request(base_url: str, model: str, headers: dict) -> tuple[int | None
         return None, repr(e)
 
 
-def run_reference(replicas: int, preset: str, progress=print) -> dict:
+def all_cases(model: str, max_model_len: int, abnormal: bool, seed: int = 0) -> list:
+    """The hostile requests, and with abnormal the generated abnormal content too (chaos.selftest.abnormal)."""
+    return hostile_cases(model, max_model_len) + (abnormal_cases(seed, model, max_model_len) if abnormal else [])
+
+
+def run_reference(replicas: int, preset: str, progress=print, abnormal: bool = False) -> dict:
     """Start `replicas` reference replicas and a gateway in front of them, send every case directly and through
     the gateway, and count. Everything started is stopped before returning."""
     from ..reference.launcher import start_gateway, start_server
@@ -196,7 +205,7 @@ def run_reference(replicas: int, preset: str, progress=print) -> dict:
         started.append(gw)
         model_card = json.loads(_get(reps[0].base_url + "/v1/models")[1])["data"][0]
         model, max_model_len = model_card["id"], model_card["max_model_len"]
-        cases = hostile_cases(model, max_model_len)
+        cases = all_cases(model, max_model_len, abnormal)
         canary = Canary()
         started.append(canary)
         watcher = Watcher({f"r{i}": r.base_url for i, r in enumerate(reps)} | {"gateway": gw.base_url},
@@ -242,14 +251,14 @@ def run_reference(replicas: int, preset: str, progress=print) -> dict:
             s.stop()
 
 
-def run_url(url: str, model: str | None, progress=print) -> dict:
+def run_url(url: str, model: str | None, progress=print, abnormal: bool = False) -> dict:
     """Every case to one OpenAI-compatible server that is already running (loopback only)."""
     status, body, _ = _get(url + "/v1/models")
     card = json.loads(body)["data"][0] if status == 200 else {}
     model = model or card.get("id")
     if not model:
         raise ValueError(f"{url}/v1/models did not name a model ({status or 'no answer'}); give --model")
-    cases = hostile_cases(model, int(card.get("max_model_len") or 4096))
+    cases = all_cases(model, int(card.get("max_model_len") or 4096), abnormal)
     canary = Canary()
     try:
         watcher = Watcher({"target": url}, None, canary)
@@ -308,12 +317,12 @@ def cmd_selftest(args) -> int:
                 print(f"error: {args.url} is not a loopback address; the self-test sends hostile traffic, so it "
                       f"only goes to 127.0.0.0/8 here", flush=True)
                 return 2
-            result = run_url(args.url.rstrip("/"), args.model, progress)
+            result = run_url(args.url.rstrip("/"), args.model, progress, args.abnormal)
         else:
             if not 1 <= args.replicas <= 8:
                 print("error: --replicas must be between 1 and 8", flush=True)
                 return 2
-            result = run_reference(args.replicas, args.preset, progress)
+            result = run_reference(args.replicas, args.preset, progress, args.abnormal)
     except (ValueError, RuntimeError, OSError) as e:
         print(f"error: {e}", flush=True)
         return 2
@@ -341,10 +350,15 @@ def register(sub, formatter) -> None:
                "examples:\n"
                "  chaos selftest hostile                         # 2 tiny replicas behind the gateway\n"
                "  chaos selftest hostile --json hostile.json\n"
+               "  chaos selftest hostile --abnormal              # and ~400 generated abnormal inputs\n"
                "  chaos selftest hostile --url http://127.0.0.1:8000   # a server you run (loopback only)")
     h.add_argument("--replicas", type=int, default=2, help="reference replicas behind the gateway")
     h.add_argument("--preset", default="tiny", help="reference model preset")
     h.add_argument("--url", help="instead: a running OpenAI-compatible server (cases sent directly)")
     h.add_argument("--model", help="with --url: the model to name (default: the first of /v1/models)")
+    h.add_argument("--abnormal", action="store_true",
+                   help="also send the generated abnormal inputs (the Big List of Naughty Strings, special "
+                        "characters, repeated content, the context limit, empty input, prompt injection), each "
+                        "judged on status, error.param and error.code (docs/abnormal-inputs.md)")
     h.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
     h.set_defaults(func=cmd_selftest)

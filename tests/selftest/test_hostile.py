@@ -60,3 +60,26 @@ def test_a_replica_that_fails_to_start_leaves_none_of_the_started_ones_running(m
     with pytest.raises(launcher.LaunchError):
         hostile.run_reference(3, "tiny", progress=lambda line: None)
     assert sorted(stopped) == ["r0", "r1"]
+
+
+def test_abnormal_adds_the_generated_inputs_judged_whole(tmp_path):
+    """--abnormal: the generated abnormal inputs are sent too, all answered as a good server does; a case with no
+    answer counts as wrong and 5xx, and an abnormal case's error.code is judged, not only its status."""
+    server = launcher.start_server(["--preset", "tiny"])
+    try:
+        out = tmp_path / "r.json"
+        r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "hostile", "--url", server.base_url,
+                            "--abnormal", "--json", str(out)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:]
+        result = json.loads(out.read_text())
+        assert result["cases"] == len(hostile_cases()) + len(hostile.abnormal_cases(0, "chaos-reference", 1024))
+        assert result["total"]["wrong"] == 0
+    finally:
+        server.stop()
+    case = hostile.abnormal_cases(0, "chaos-reference", 1024)[0]
+    tally = Tally()
+    wrong_code = {"error": {"message": "m", "type": "invalid_request_error", "param": "prompt", "code": "other"}}
+    hostile.send_all(tally, [case], [("x", "http://127.0.0.1:9")], {}, lambda line: None)  # nothing listens: 9
+    assert tally.errors_5xx == 1 and tally.wrong == 1
+    assert hostile.check(case.__class__(case.name, case.method, case.path, case.body, case.headers, (400,),
+                                        "prompt", code="empty_input"), 400, wrong_code)
