@@ -207,22 +207,24 @@ class LLMUser(FastHttpUser):
                 PROC.replayer.run()
             gevent.sleep(0.5)
             return
-        if PROC.schedule is not None:
-            t_sched = PROC.schedule.next()
-            if t_sched is None:
-                gevent.sleep(0.5)  # the plan is over; the shape ends the run
-                return
-            gevent.sleep(max(0.0, t_sched - now()))
-        else:
-            t_sched = now()
+        # The budget is taken before any sleep to an arrival slot: a request counts as in flight from then, so the
+        # budget's end waits for the sleepers instead of ending the run under them, and a user past the budget
+        # stops now instead of sleeping to a slot it could not use (256 users at 1/s: minutes of idling).
         index = PROC.take_index()
         if index is None:
             self._budget_spent()
             return
-        req = WORKLOAD.request(index)
         PROC.in_flight += 1
         try:
-            rec = self.run_request(req, t_sched, index)
+            if PROC.schedule is not None:
+                t_sched = PROC.schedule.next()
+                if t_sched is None:
+                    gevent.sleep(0.5)  # the plan is over; the shape ends the run
+                    return
+                gevent.sleep(max(0.0, t_sched - now()))
+            else:
+                t_sched = now()
+            rec = self.run_request(WORKLOAD.request(index), t_sched, index)
         finally:
             PROC.in_flight -= 1
         PROC.add(rec)

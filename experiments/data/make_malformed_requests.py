@@ -2,7 +2,7 @@
 experiments/malformed-replay.yaml. Deterministic: `python experiments/data/make_malformed_requests.py` rewrites
 the same file.
 
-What is in it (every value made up; the e-mails, phones, card numbers and keys are fakes the replay's scrubbing
+What is in it (every value made up; the e-mails, phones, ID-card and card numbers, IPs and keys are fakes the replay's scrubbing
 must remove before anything is sent or stored):
 - ~250 ordinary support-chat and completion requests, mostly as the gateway logged them
   ({"timestamp", "request": {"url", "headers", "body"}, "response": {...}}), some as bare OpenAI bodies, arriving
@@ -34,6 +34,7 @@ QUESTIONS = [
 PII = [  # fake personal data a production log carries in free text
     "my e-mail is jane.doe{n}@example.com", "call me on +44 20 7946 09{n:02d}", "my number is (555) 201-{n:04d}",
     "card 4111 1111 1111 1111 was charged", "I logged in from 198.51.100.{n}", "reach me at m.rossi{n}@example.org",
+    "my ID card is 11010519491231002X", "our integration key is sk-test-{n:02d}Qw8Er7Ty6Ui5Op4As3",
 ]
 SYSTEM = "You are the support assistant of an online shop. Answer briefly."
 FILLER = ("latency throughput replica gateway cache block token stream request server model batch queue timeout "
