@@ -17,8 +17,6 @@ import socket
 import uuid
 
 import gevent
-import gevent.lock
-import gevent.pool
 from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -26,11 +24,11 @@ from chaos.common import parse_retry_after
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.load.labels import merge_header
-from chaos.load.records import ReplayAccount, RequestRecord
-from chaos.load.replayopts import ReplayOptions
+from chaos.load.records import RequestRecord
+from chaos.load.replayer import Replayer
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
-from chaos.load.workloads import Workload, WorkloadSpec, iter_replay, replay_request
+from chaos.load.workloads import Workload, WorkloadSpec
 
 with open(os.environ["CHAOS_LOAD_CONFIG"]) as _f:
     CFG = json.load(_f)
@@ -203,7 +201,7 @@ class LLMUser(FastHttpUser):
             return
         if PLAN.replay_speed:
             if PROC.replayer is None:  # one dispatcher a process sends the whole log; other users only wait
-                PROC.replayer = Replayer(self)
+                PROC.replayer = Replayer(self, PROC, PLAN, WORKLOAD, CFG, now)
                 PROC.replayer.run()
             gevent.sleep(0.5)
             return
@@ -388,94 +386,3 @@ class PlanShape(LoadTestShape):
         if PLAN.replay_speed:
             users = max(1, CFG.get("workers", 1))  # one dispatcher a process (Replayer); it spawns the sends
         return users, spawn_rate
-
-
-class Replayer:
-    """A timed replay: every request of this process's share of the log window, once, in time order, at its
-    intended time (t0 + offset / speed, open loop: a late send is never caught up by spacing the rest).
-
-    One greenlet reads the log as a stream and sleeps until each request's time; each send is its own greenlet, so
-    a burst never waits for a free user (only for one of max_users slots, and that wait counts as lag: t_start is
-    taken after the slot). A request counts as owed from the moment it is read, and the end of the run accounts
-    for each one: sent, or not sent with why (records.ReplayAccount, written as replay-<worker>.json)."""
-
-    def __init__(self, user: LLMUser):
-        self.user = user
-        self.acct = ReplayAccount(PROC.worker_name)
-        self.sends = gevent.pool.Group()
-        self.slots = gevent.lock.BoundedSemaphore(PLAN.stages[0].users)
-        self.path = os.path.join(os.path.dirname(CFG["records_path"]), f"replay-{PROC.worker_name}.json")
-
-    def run(self):
-        stopped = True
-        try:
-            self._write()  # an account from the start: a process killed later still leaves one (done: false)
-            self._dispatch()
-            # every send is bounded by its own timeouts, retries included; this only bounds the wait for them
-            drain = TIMEOUTS["total"] * (RETRY["max"] + 1) + RETRY["max"] * RETRY.get("max_delay_s", 10.0) + 5
-            self.sends.join(timeout=drain)
-            stopped = False
-        finally:
-            self.acct.done = True
-            if self.sends:
-                self.sends.kill(block=False)  # their records say cancelled: they were sent
-            self._write()
-        if not stopped:
-            self._end_run()
-
-    def _dispatch(self):
-        spec = next(s for s, _ in WORKLOAD.specs if s.name == "replay")
-        limit = PLAN.max_requests  # the window: the first max_requests of the log (passes repeat), else all of it
-        passes = max(1, limit) if limit else 1  # iter_replay stops after a pass with nothing readable
-        t0 = now()
-        newest = -1.0
-        n = 0  # readable requests of the whole log seen so far, every process's share
-        for item in iter_replay(spec.replay_file, passes=passes, options=ReplayOptions.of(spec.extra)):
-            if item.entry is None and item.filtered:
-                self.acct.filtered += 1  # not a request of this replay: never owed
-                continue
-            if item.entry is None:
-                self.acct.skipped += 1
-                if len(self.acct.skipped_lines) < 20:
-                    self.acct.skipped_lines.append(item.lineno)
-                continue
-            if limit is not None and n >= limit:
-                break
-            mine = n % PROC.count == PROC.index
-            n += 1
-            if not mine:
-                continue
-            self.acct.window += 1
-            offset = item.offset_s / PLAN.replay_speed
-            if offset < newest:
-                self.acct.late_in_log += 1
-            newest = max(newest, offset)
-            if t0 + offset - PROC.t0 >= PLAN.duration:
-                # the rest of the window falls after the plan: counted by the driver from its pre-scan, not read
-                self.acct.miss("duration", item.lineno)
-                self.acct.cut = "duration"
-                return
-            t_sched = t0 + offset
-            gevent.sleep(max(0.0, t_sched - now()))
-            self.sends.spawn(self._send, replay_request(item.entry, WORKLOAD.counter, item.offset_s, item.lineno,
-                                                        WORKLOAD.ignore_eos), t_sched)
-
-    def _send(self, req, t_sched: float):
-        with self.slots:
-            self.acct.sent += 1
-            rec = self.user.run_request(req, t_sched, req.source_line or 0)
-        PROC.add(rec)
-        self.user._fire_timings(rec)
-
-    def _write(self):
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.acct.to_dict(), f)
-        os.replace(tmp, self.path)
-
-    def _end_run(self):
-        """The window is done: a local run ends now (a distributed one when its plan does)."""
-        runner = self.user.environment.runner
-        if runner is not None and not isinstance(runner, WorkerRunner):
-            PROC.flush()
-            gevent.spawn_later(0.1, runner.quit)
