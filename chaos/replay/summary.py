@@ -23,6 +23,10 @@ def build_summary(result, log: str, target: str, window: int | None, unreadable:
         statuses[key] = statuses.get(key, 0) + 1
     acc = result.replay
     if acc is not None:
+        if len(replayed) > acc["sent"] and result.interrupted:  # killed before its account was closed: the records
+            acc = {**acc, "sent": min(len(replayed), acc["window"])}  # say what went out
+            acc["not_sent"] = acc["window"] - acc["sent"]
+            acc["not_sent_by_reason"] = {"interrupted": acc["not_sent"]} if acc["not_sent"] else {}
         out = {"mode": "timed", "window": acc["window"], "sent": acc["sent"], "not_sent": acc["not_sent"],
                "not_sent_by_reason": acc["not_sent_by_reason"], "first_not_sent": acc["first_not_sent"],
                "unreadable": acc["skipped"], "unreadable_lines": acc["skipped_lines"],

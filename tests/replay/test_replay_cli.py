@@ -4,8 +4,10 @@ stored, and the exit status says whether every request was sent."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -99,3 +101,31 @@ def test_a_target_file_is_started_replayed_against_and_stopped(tmp_path):
     served = {json.loads(x)["served_by"] for x in open(out / "requests.jsonl")}
     assert served & {"r0", "r1"}, served  # through the gateway, to its replicas
     assert writers(out) == []  # every process it started (replicas, gateway, Locust) is gone
+
+
+def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
+    log = tmp_path / "log.jsonl"
+    write_log(log, 10)  # spans 0.5 s: at 0.02x, 25 s, so Ctrl-C comes in the middle
+    out = tmp_path / "out"
+    target = os.path.join(os.path.dirname(__file__), "..", "..", "targets", "reference.yaml")
+    p = subprocess.Popen([sys.executable, "-m", "chaos", "replay", str(log), target, "--var", "PRESET=tiny",
+                          "--speed", "0.02", "--out", str(out), "--interval", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the first replayed request is on record
+            if os.path.exists(out / "requests.jsonl") and os.path.getsize(out / "requests.jsonl"):
+                break
+            time.sleep(0.1)
+        assert writers(out), "the target should be up"
+        p.send_signal(signal.SIGINT)
+        text = p.communicate(timeout=60)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 130, text
+    assert "stopping the target" in text
+    s = json.load(open(out / "replay-summary.json"))
+    assert s["interrupted"] and 0 < s["sent"] < s["window"] and s["not_sent"] == s["window"] - s["sent"], s
+    assert writers(out) == []  # replicas, gateway and Locust all stopped
