@@ -20,6 +20,7 @@ EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --rate 2 --duration 1m
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 4 --duration 5m
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 10 --max-requests 2000
+  chaos load http://127.0.0.1:8000 --replay prod.jsonl --replay-speed 4 --scrub --replay-filter "status=400,5xx"
   chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
 
 Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (per request: time per
@@ -28,6 +29,9 @@ intended send time, and the summary says when the generator itself fell behind.
 A timed replay (--replay-speed) sends each request of the log window (the first --max-requests, else the whole
 log) once, in time order, at its scaled time; the summary's first lines give sent / not sent and the lag
 (actual - intended send time, P50/P99/max); anything not sent makes the exit status 1.
+--scrub redacts secrets and personal data from every replayed request before it is sent or stored (a note counts
+them per kind); --replay-filter keeps matching lines (the rest are counted as filtered, never as lost); the notes
+name the replayed requests that failed by their log line.
 Writes requests.jsonl (one record a request), summary.json/.txt, and Locust's CSV and HTML in --out."""
 
 
