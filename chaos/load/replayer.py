@@ -55,7 +55,8 @@ class Replayer:
         spec = next(s for s, _ in self.workload.specs if s.name == "replay")
         limit = self.plan.max_requests  # the window: the first max_requests of the log (passes repeat), else all of it
         passes = max(1, limit) if limit else 1  # iter_replay stops after a pass with nothing readable
-        t0 = self.now()
+        t0 = None  # the replay's start: when its first request is ready (the reorder window, and with --scrub the
+        # scrubbing, of the first 1,000 lines are read before it; a start taken before that made them all late)
         newest = -1.0
         n = 0  # readable requests of the whole log seen so far, every process's share
         for item in iter_replay(spec.replay_file, passes=passes, options=ReplayOptions.of(spec.extra)):
@@ -69,6 +70,8 @@ class Replayer:
                 continue
             if limit is not None and n >= limit:
                 break
+            if t0 is None:
+                t0 = self.now()
             mine = n % self.proc.count == self.proc.index
             n += 1
             if not mine:

@@ -355,7 +355,7 @@ def _reader_entries(path: str, options=None):
             yield it.line_no, None, f"{path}:{it.line_no}: {it.why}"
             continue
         if keep is not None and not keep.match(it):  # on the logged request, before anything is changed
-            yield it.line_no, None, FILTERED
+            yield it.line_no, {"timestamp": it.offset_s} if it.offset_s is not None else None, FILTERED  # (its time only)
             continue
         counts = None
         if scrubber is not None:  # before the body is copied anywhere: nothing downstream sees the raw text
@@ -457,34 +457,43 @@ class ReplayItem:
 def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW, options=None):
     """The log's requests in time order, streamed: a heap of `window` lines puts a nearly sorted log in order;
     a line older than one already released comes out at once (its offset is in the past: it is sent late, and the
-    replay counts it). A line that cannot be read comes out as an item with error set, never fatal. Pass k repeats
-    the log k x (its span + 1 s) later. Offsets count from the earliest timestamp of the first window."""
+    replay counts it). A line that cannot be read comes out as an item with error set, never fatal. A line the
+    options' filter drops comes out as an item with error FILTERED, in its time order when it has a time (so a
+    replay that stops after its window has not counted lines read ahead of it), never setting the offsets' origin:
+    the replay starts at its first kept request. Pass k repeats the log k x (its span + 1 s) later. Offsets count
+    from the earliest timestamp of the first window."""
+    from .replayopts import FILTERED
+
     t0: float | None = None
     last = 0.0  # the largest offset of the first pass: its span
     for k in range(passes):
         heap: list = []
         shift = k * (last + 1.0)
+
+        def release(t, n, e):
+            nonlocal t0, last
+            if e is None:
+                return ReplayItem(n, None, None, FILTERED)
+            t0 = t if t0 is None else t0
+            if not k:
+                last = max(last, t - t0)
+            return ReplayItem(n, e, t - t0 + shift)
+
         for lineno, e, error in log_entries(path, options):
-            if error:
+            t = _timestamp(e) if e is not None else None
+            if error == FILTERED and t is not None:
+                e = None  # held in the heap as a mark: counted where it falls in time
+            elif error:
                 yield ReplayItem(lineno, None, None, error)
                 continue
-            t = _timestamp(e)
-            if t is None:
+            elif t is None:
                 yield ReplayItem(lineno, None, None, f"{path}:{lineno}: no numeric 'timestamp'")
                 continue
             heapq.heappush(heap, (t, lineno, e))
             if len(heap) > window:
-                t, n, e = heapq.heappop(heap)
-                t0 = t if t0 is None else t0
-                if not k:
-                    last = max(last, t - t0)
-                yield ReplayItem(n, e, t - t0 + shift)
+                yield release(*heapq.heappop(heap))
         while heap:
-            t, n, e = heapq.heappop(heap)
-            t0 = t if t0 is None else t0
-            if not k:
-                last = max(last, t - t0)
-            yield ReplayItem(n, e, t - t0 + shift)
+            yield release(*heapq.heappop(heap))
         if t0 is None:
             return  # nothing readable: more passes would read the same
 
