@@ -95,3 +95,16 @@ def test_failed_replayed_requests_are_named_by_source_line_bounded():
     (note,) = replay_notes(facts)
     assert note.startswith("replayed requests that failed: line 10 (400 context_length_exceeded), line 11 (")
     assert note.endswith("line 19 (400 context_length_exceeded) ... and 4 more") and len(note) < 500
+
+
+def test_filtered_lines_come_out_in_time_order_and_the_replay_starts_at_the_first_kept_one(tmp_path):
+    from chaos.load.workloads import iter_replay
+
+    log = tmp_path / "env.jsonl"
+    with open(log, "w") as f:
+        for i in range(10):  # odd lines short (kept), even lines long (filtered), one second apart
+            f.write(json.dumps({"timestamp": 100 + i, "request": {"body": {"prompt": "x" * (5 if i % 2 else 50)}},
+                                "response": {"status": 200}}) + "\n")
+    items = list(iter_replay(str(log), window=3, options=ReplayOptions(False, {"max_input_tokens": 10})))
+    assert [(i.lineno, i.filtered) for i in items] == [(n, n % 2 == 1) for n in range(1, 11)]
+    assert [i.offset_s for i in items if not i.filtered] == [0.0, 2.0, 4.0, 6.0, 8.0]  # from line 2, not line 1
