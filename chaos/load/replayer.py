@@ -90,6 +90,11 @@ class Replayer:
             gevent.sleep(max(0.0, t_sched - self.now()))
             self.sends.spawn(self._send, replay_request(item.entry, self.workload.counter, item.offset_s, item.lineno,
                                                         self.workload.ignore_eos), t_sched)
+            # Let the send start now: the next read may be long (a new pass fills its reorder window, scrubbing
+            # 1,000 lines), and file reads never yield to gevent: that send went out 100-160 ms late.
+            gevent.sleep(0)
+            if limit is not None and n >= limit:
+                break  # the window is read: not a line more (reading on would start the next pass)
 
     def _send(self, req, t_sched: float):
         with self.slots:
