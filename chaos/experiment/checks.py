@@ -141,9 +141,17 @@ def semantic_checks(doc: Located, target) -> list[str]:
         if f["type"] == "server_hook" and target.kind != "reference":
             problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
         if f["type"] == "server_hook" and not any(k in f for k in ("step_delay_ms", "hang_s", "kv_block_cap",
-                                                                     "fail_fraction")):
+                                                                     "fail_fraction", "wedge_on")):
             problems.append(doc.problem(("faults", i), "server_hook needs one of step_delay_ms, hang_s, "
-                                                       "kv_block_cap, fail_fraction"))
+                                                       "kv_block_cap, fail_fraction, wedge_on"))
+        if f["type"] == "abnormal_inputs" and f.get("via") == ["gateway"] and target.settings.get("gateway") is None:
+            problems.append(doc.problem(("faults", i, "via"), "via: [gateway] needs a target with a gateway; this one "
+                                                              "has none (send to the replicas: via: [replicas])"))
+        if f["type"] == "abnormal_inputs" and target.kind == "openai" and \
+                not target.settings["base_url"].startswith("http://"):
+            problems.append(doc.problem(("faults", i, "type"), "abnormal_inputs sends raw HTTP/1.1 (bodies no client "
+                                                               "library would send) and needs an http:// target; "
+                                                               "this base_url is https"))
         inst = f.get("instance")
         backups = ((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0)
         ids = ({f"r{k}" for k in range(target.replicas)} | {f"b{k}" for k in range(backups)}
@@ -167,7 +175,7 @@ def _link_checks(doc: Located, target, i: int, f: dict) -> list[str]:
     from ..targets.links import link_names
 
     family = getattr(FAULT_TYPES.get(f["type"]), "family", None)
-    if family is None:
+    if family not in ("network", "llm"):
         return []
     link, names = f.get("link", "client"), link_names(target.settings, target.kind, target.replicas)
     if link not in names:

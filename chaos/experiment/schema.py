@@ -44,6 +44,12 @@ _RANGE_TEXT = f"an integer from 1 to {MAX_TOKENS:,}, or a range LO-HI such as 20
 RANGE = {"description": _RANGE_TEXT,
          "anyOf": [integer(1, MAX_TOKENS), {"type": "string", "pattern": r"^\s*\d{1,9}(\s*-\s*\d{1,9})?\s*$"}],
          "x-chaos": {"kind": "tokens", "min": 1, "max": MAX_TOKENS, "text": _RANGE_TEXT}}
+# input_tokens also takes sizes, each request one of them (a pair in a list would read as a range: 3 or more).
+_SIZES_TEXT = ("or sizes, each request one of them: a list of 3 or more such as [1000, 4000, 16000], or text "
+               "1000,16000")
+INPUT_SIZES = {"description": f"{_RANGE_TEXT}; {_SIZES_TEXT}",
+               "anyOf": [RANGE, {"type": "array", "items": integer(1, MAX_TOKENS), "minItems": 3, "maxItems": 64},
+                         {"type": "string", "pattern": r"^\s*\d{1,9}(\s*,\s*\d{1,9})+\s*$"}]}
 SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
 INSTANCE = {"description": "an instance index (0-based), random, or a replica id such as r1 or b0",
             "anyOf": [integer(0, 15), {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$"}]}
@@ -64,7 +70,7 @@ def _obj(props: dict, required: list[str] | None = None, description: str = "") 
     return d
 
 
-PRESET = {"enum": ["tiny", "small", "qwen3-0.6b"]}
+PRESET = {"enum": ["tiny", "tiny-long", "small", "qwen3-0.6b"]}
 IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the workload fixes the output "
                                                "length (default true); false for vendors that refuse unknown "
                                                "fields"}
@@ -158,9 +164,15 @@ LOAD = _obj({
     "rate": number(0, 100_000, exclusive=True), "poisson": BOOL,
     "max_users": integer(1, MAX_USERS),
     "max_requests": integer(1, 1_000_000_000),
-    "input_tokens": RANGE, "output_tokens": RANGE, "temperature": number(0, 2),
+    "input_tokens": INPUT_SIZES, "output_tokens": RANGE, "temperature": number(0, 2),
     "stream": BOOL, "seed": integer(0, 2**63 - 1),
     "replay": {"type": "string"}, "replay_speed": number(0, 1000, exclusive=True),
+    "replay_scrub": BOOL,
+    "replay_filter": _obj({"status": {"type": "array", "minItems": 1, "items": {"anyOf": [
+                               integer(100, 599), {"type": "string", "pattern": "^[1-5][xX][xX]$"}]}},
+                           "error_code": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                           "min_input_tokens": integer(0, 1 << 30), "max_input_tokens": integer(0, 1 << 30)},
+                          description="replay only the log lines that match (as logged); the rest count as filtered"),
     "retries": integer(0, 10),
     "timeouts": _obj({"connect": POSITIVE, "first_token": TIMEOUT, "total": TIMEOUT}),
     "stop_timeout": DURATION,
@@ -182,9 +194,28 @@ FAULTS = {
                          "step_delay_ms": number(0, 60_000),
                          "hang_s": number(0, 3600),
                          "kv_block_cap": integer(1, 1 << 30),
-                         "fail_fraction": number(0, 1)},
+                         "fail_fraction": number(0, 1),
+                         "wedge_on": {"enum": ["nul", "control", "emoji", "rtl", "near_context"],
+                                      "description": "a class of input that wedges the replica until restarted"}},
                         ["type", "at"], "the reference server's own fault hooks (slow steps, a hang, a KV cap, "
-                                        "failing a fraction with 500)"),
+                                        "failing a fraction with 500, wedging on a class of input)"),
+    "abnormal_inputs": _obj({**FAULT_COMMON,
+                             "cases": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": [
+                                 "blns", "special", "special-mix", "repeat", "context", "empty", "injection",
+                                 "hostile"]}, "description": "case families to send (default: all)"},
+                             "via": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                     "items": {"enum": ["replicas", "gateway"]},
+                                     "description": "send to each replica directly, through the gateway, or both "
+                                                    "(default both; without a gateway: the replicas)"},
+                             "seed": integer(0, 2**63 - 1), "workers": integer(1, 16),
+                             "timeout": duration(positive=True, maximum=600),
+                             "serve_within": duration(positive=True, maximum=3600),
+                             "restart": {"type": "boolean", "description": "restart a replica that does not serve "
+                                                                           "after the batch (default true), to "
+                                                                           "prove it needed a restart"},
+                             "max_model_len": integer(64, 10_000_000)},
+                            ["type", "at"], "every abnormal input with its expected answer, to each replica and "
+                                            "through the gateway; then normal service is checked"),
 }
 
 
@@ -235,6 +266,11 @@ VERIFY = _obj({
     "served_by_all": {"type": "boolean", "description": "after recovery every instance serves again"},
     "fallback": _obj({"within": POSITIVE, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]}}},
                      ["within"], "a fallback path served within this time of the first fault"),
+    "latency_growth": _obj({"metric": {"enum": ["ttft", "e2e"]}, "max_knee_ratio": number(1, 1000, exclusive=True),
+                            "min_requests": integer(2, 1_000_000), "confidence": number(0.5, 1, exclusive=True)},
+                           description="latency against load.input_tokens given as sizes: a line is fitted and "
+                                       "it fails on a knee, a step growing over max_knee_ratio (default 3) x the "
+                                       "line through the smaller sizes (chaos/verify/growth.py)"),
 }, description="what must hold; each check is reported with its measured value")
 
 ABORT = _obj({"error_rate": percent(positive=True), "for": POSITIVE}, ["error_rate"],

@@ -7,6 +7,7 @@ import os
 import time
 
 from ..load.summary import format_table
+from .inputs import inputs_markdown
 
 
 def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[str, str]:
@@ -15,6 +16,9 @@ def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[s
     whole, for whatever the table formatting brought in."""
     mask = mask or (lambda x: x)
     report = mask(json.loads(json.dumps(report, default=str)))
+    growth = next((c["growth"] for c in report.get("checks", []) if c.get("growth")), None)
+    if growth is not None:  # verify: latency_growth's per-size table and fit, also at the top for tools
+        report["latency_growth"] = growth
     json_path = os.path.join(run_dir, "report.json")
     with open(json_path, "w") as f:
         json.dump(report, f, indent=2)
@@ -47,8 +51,14 @@ def markdown(r: dict, steps: list) -> str:
                      f"{c['threshold']} | {c['detail']} |")
     if not r["checks"]:
         lines.append("| (none ran) | | | | |")
+    for c in r["checks"]:
+        if c.get("growth"):  # verify: latency_growth carries its per-size table and fit
+            from ..verify.growth import markdown as growth_markdown
+
+            lines += [""] + growth_markdown(c["growth"])[:-1]
     lines += ["", "## Load, per step", "", "```", format_table(steps) if steps else "(no requests recorded)", "```",
               "", "Latency is P50/P95/P99, never the mean; jitter is E2E P99/P50. Errors are split by class.", ""]
+    lines += inputs_markdown(r.get("inputs") or [])  # each section ends with a blank line
     lines += ["## Faults", ""]
     for f in r["faults"]:
         state = "applied" if f["applied"] else "not applied"

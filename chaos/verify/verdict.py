@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..common import parse_duration, parse_percent
 from ..experiment.model import SLO
 from . import checks as V
+from .inputs import input_checks
 
 
 @dataclass(slots=True)
@@ -93,6 +94,11 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
             out.append(V.Check(f"fallback to {path}", took is not None and took <= within,
                                "never" if took is None else f"after {V.fmt_s(took)}, {len(hits)} responses",
                                f"within {V.fmt_s(within)}", "first answer from that path after the first fault"))
+    out += input_checks(facts.faults)
+    if "latency_growth" in v:
+        from .growth import growth_check
+
+        out.append(growth_check(records, exp.load, v["latency_growth"]))
     health = facts.final_health
     if health is not None and exp.steady_health:
         sick = [k for k, ok in health.items() if not ok]
