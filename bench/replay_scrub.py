@@ -105,13 +105,13 @@ def main() -> None:
              ("--scrub + filter", ReplayOptions(True, {"max_input_tokens": bound}))]
     print(f"{a.rows} requests of a generated bursty log (peaks of 67 in a second), each body with 6 values to "
           f"redact, replayed at {a.speed:g}x")
-    head = f"{'replay':<20}{'window':>7}{'sent':>6}{'lost':>6}{'filtered':>9}{'lag p50 ms':>11}{'p99 ms':>8}" \
+    head = f"{'replay':<40}{'window':>7}{'sent':>6}{'lost':>6}{'filtered':>9}{'lag p50 ms':>11}{'p99 ms':>8}" \
            f"{'max ms':>8}{'CPU ms/line':>12}{'redacted':>10}"
     print(head)
     print("-" * len(head))
     for name, opts in cases:
         r = run(log, a.rows, a.speed, os.path.join(work, name.replace(" ", "").replace("+", "_")), opts)
-        print(f"{name if not opts.filter else f'{name} (max_input_tokens={bound})':<20}{r['window']:>7}{r['sent']:>6}{r['lost']:>6}{r['filtered']:>9}{r['p50'] * 1000:>11.1f}"
+        print(f"{name if not opts.filter else f'{name} (max_input_tokens={bound})':<40}{r['window']:>7}{r['sent']:>6}{r['lost']:>6}{r['filtered']:>9}{r['p50'] * 1000:>11.1f}"
               f"{r['p99'] * 1000:>8.1f}{r['max'] * 1000:>8.1f}{r['cpu_ms']:>12.2f}{r['scrubbed'].get('total', 0):>10}")
     per_s, mb_s = scrub_rate()
     print(f"\nScrubber.body alone: {per_s:,.0f} bodies/s ({mb_s:.1f} MB/s of JSON) on bodies with every kind of value")
