@@ -12,7 +12,7 @@ from . import __version__
 COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
             "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile",
-            "proxy": "chaos.proxy.cli"}
+            "proxy": "chaos.proxy.cli", "replay": "chaos.replay.cli"}
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

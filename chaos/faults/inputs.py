@@ -54,6 +54,7 @@ class AbnormalInputs(Fault):
         self.restarted: dict[str, dict] = {}  # replica id -> {served, detail} after its restart
         self.gateway_view: dict = {}  # retries and ejections the batch caused at the gateway
         self.cases_total = 0
+        self.model: str | None = None  # from the first destination's /v1/models
         self.error: str | None = None  # the batch could not run at all
         self.done = threading.Event()
         self.complete = False  # the batch and the check after it ran to their end
