@@ -125,7 +125,7 @@ def build_config(a) -> LoadConfig:
     if a.replay_speed and not a.replay:
         raise ValueError("--replay-speed needs --replay FILE")
     if a.replay_speed:
-        from .workloads import scan_replay
+        from .replaylog import scan_replay
 
         scan = scan_replay(a.replay, options=opts)  # the first lines only: a log is streamed, never read whole
         if not scan.timed:

@@ -13,7 +13,8 @@ from locust.runners import WorkerRunner
 
 from .records import ReplayAccount
 from .replayopts import ReplayOptions
-from .workloads import iter_replay, replay_request
+from .replaylog import iter_replay
+from .workloads import replay_request
 
 
 class Replayer:

@@ -141,7 +141,7 @@ def _prepare(a):
     """(replay options, requests owed or None for a timed replay, unreadable lines) from one streamed read."""
     from ..load.cli import replay_options
     from ..load.replayopts import FILTERED
-    from ..load.workloads import log_entries
+    from ..load.replaylog import log_entries
 
     if a.speed is not None and a.speed <= 0:
         raise ValueError("--speed must be > 0")

@@ -98,7 +98,7 @@ def test_failed_replayed_requests_are_named_by_source_line_bounded():
 
 
 def test_filtered_lines_come_out_in_time_order_and_the_replay_starts_at_the_first_kept_one(tmp_path):
-    from chaos.load.workloads import iter_replay
+    from chaos.load.replaylog import iter_replay
 
     log = tmp_path / "env.jsonl"
     with open(log, "w") as f:

@@ -18,7 +18,8 @@ import time
 from chaos.load.driver import LoadConfig, run_load
 from chaos.load.records import ReplayAccount, merge_accounts, read_records
 from chaos.load.shapes import replay
-from chaos.load.workloads import WorkloadSpec, iter_replay
+from chaos.load.replaylog import iter_replay
+from chaos.load.workloads import WorkloadSpec
 
 from .scripted_server import ScriptedServer
 

@@ -8,7 +8,8 @@ import pytest
 
 from chaos.load.driver import LoadConfig, run_load
 from chaos.load.shapes import replay
-from chaos.load.workloads import WorkloadSpec, iter_replay, scan_replay
+from chaos.load.replaylog import iter_replay, scan_replay
+from chaos.load.workloads import WorkloadSpec
 
 
 def azure_csv(path, n=24, span_s=3.0):

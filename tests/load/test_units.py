@@ -10,7 +10,8 @@ from chaos.common import parse_duration
 from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
 from chaos.load.summary import format_table, summarize
-from chaos.load.workloads import Workload, WorkloadSpec, load_replay, parse_mix
+from chaos.load.replaylog import load_replay
+from chaos.load.workloads import Workload, WorkloadSpec, parse_mix
 from chaos.reference.tokenizer import ByteTokenizer
 
 
