@@ -16,7 +16,6 @@ import time
 from urllib.parse import urlparse
 
 EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 EPILOG = """examples:
   chaos replay prod.jsonl http://127.0.0.1:8000                    # the log's own timing
@@ -177,7 +176,9 @@ def _target(a, out):
     """(started target or None, urls, model, api key variable, ignore_eos)."""
     u = urlparse(a.target)
     if u.scheme in ("http", "https"):
-        if u.hostname not in LOOPBACK and not a.allow_remote:
+        from ..common import is_loopback
+
+        if not is_loopback(u.hostname) and not a.allow_remote:  # 127.0.0.0/8, ::1, localhost
             raise _Stop(f"{a.target} is not on loopback; pass --allow-remote to replay against it")
         return None, [a.target], a.model, a.api_key_env, True
     if not os.path.isfile(a.target):
