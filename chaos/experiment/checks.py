@@ -9,6 +9,7 @@ import re
 from urllib.parse import urlparse
 
 from ..common import is_loopback, parse_duration
+from ..faults.server_hook import HOOKS
 from ..load.shapes import SHAPES
 from . import schema as S
 from .loader import Located, Path
@@ -140,10 +141,8 @@ def semantic_checks(doc: Located, target) -> list[str]:
                                                                f"(reference, process, docker), not {target.kind}"))
         if f["type"] == "server_hook" and target.kind != "reference":
             problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
-        if f["type"] == "server_hook" and not any(k in f for k in ("step_delay_ms", "hang_s", "kv_block_cap",
-                                                                     "fail_fraction", "wedge_on")):
-            problems.append(doc.problem(("faults", i), "server_hook needs one of step_delay_ms, hang_s, "
-                                                       "kv_block_cap, fail_fraction, wedge_on"))
+        if f["type"] == "server_hook" and not any(k in f for k in HOOKS):
+            problems.append(doc.problem(("faults", i), f"server_hook needs one of {', '.join(HOOKS)}"))
         if f["type"] == "abnormal_inputs" and f.get("via") == ["gateway"] and target.settings.get("gateway") is None:
             problems.append(doc.problem(("faults", i, "via"), "via: [gateway] needs a target with a gateway; this one "
                                                               "has none (send to the replicas: via: [replicas])"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..faults.inputs import FAMILIES as INPUT_FAMILIES
+
 WEEK = 7 * 24 * 3600
 MAX_USERS = 100_000
 MAX_TOKENS = 1_000_000
@@ -195,14 +197,15 @@ FAULTS = {
                          "hang_s": number(0, 3600),
                          "kv_block_cap": integer(1, 1 << 30),
                          "fail_fraction": number(0, 1),
-                         "wedge_on": {"enum": ["nul", "control", "emoji", "rtl", "near_context"],
+                         # chaos.reference.faults.WEDGE_CLASSES (its import costs aiohttp; a test keeps them equal)
+                         "wedge_on": {"enum": ["control", "emoji", "near_context", "nul", "rtl"],
                                       "description": "a class of input that wedges the replica until restarted"}},
                         ["type", "at"], "the reference server's own fault hooks (slow steps, a hang, a KV cap, "
                                         "failing a fraction with 500, wedging on a class of input)"),
     "abnormal_inputs": _obj({**FAULT_COMMON,
-                             "cases": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": [
-                                 "blns", "special", "special-mix", "repeat", "context", "empty", "injection",
-                                 "hostile"]}, "description": "case families to send (default: all)"},
+                             "cases": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                       "items": {"enum": list(INPUT_FAMILIES)},
+                                       "description": "case families to send (default: all)"},
                              "via": {"type": "array", "minItems": 1, "uniqueItems": True,
                                      "items": {"enum": ["replicas", "gateway"]},
                                      "description": "send to each replica directly, through the gateway, or both "

@@ -21,9 +21,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from ..common import parse_duration
+from ..selftest import ABNORMAL_FAMILIES
 from .base import Fault, FaultContext
 
-FAMILIES = ("blns", "special", "special-mix", "repeat", "context", "empty", "injection", "hostile")  # batch.py's + 1
+FAMILIES = (*ABNORMAL_FAMILIES, "hostile")  # the generated families, and cases.py's malformed requests
 
 
 def _get_json(url: str, headers: dict, timeout: float = 10.0):
@@ -114,10 +115,7 @@ class AbnormalInputs(Fault):
             self.model = card["id"]
             cases = self._cases(card)
             self.cases_total = len(cases)
-            watch = _GatewayWatch(self.target, self._headers()) if any(
-                d.name == "gateway" for d in self.destinations) else None
-            if watch:
-                watch.start()
+            watch = _gateway_watch(self.target) if any(d.name == "gateway" for d in self.destinations) else None
             # The replicas together, then the gateway: the gateway's copies of the huge bodies would otherwise meet
             # the direct ones at the same replica, which rightly answers 503 server_busy, and the gateway rightly
             # retries: the batch's own overload, not what the target does with one client's bad input.
@@ -129,7 +127,7 @@ class AbnormalInputs(Fault):
                                                         ctx.log), phase)
                     self.batches.update({b.destination: b for b in got})
             if watch:
-                self.gateway_view = watch.finish()
+                self.gateway_view = watch()
             for d in self.destinations:
                 if stop():
                     break
@@ -186,41 +184,22 @@ class AbnormalInputs(Fault):
                 "serving_after": self.serving, "restarted": self.restarted, "gateway": self.gateway_view}
 
 
-class _GatewayWatch(threading.Thread):
-    """The gateway's own view while the batch runs: its retries counter and the replicas it took out of rotation.
-    A client's bad input must cause neither (a retry storm, or healthy replicas ejected)."""
+def _gateway_watch(target):
+    """Start watching the gateway's own view while the batch runs (hostile.Watcher: the replicas it takes out of
+    rotation) and note its retries counter; returns the call that stops the watch and says what it saw. A client's
+    bad input must cause neither a retry storm nor healthy replicas ejected."""
+    from ..selftest.hostile import Watcher, read_metric
 
-    def __init__(self, target, headers: dict):
-        super().__init__(daemon=True, name="abnormal-gateway-watch")
-        self.url, self.headers = re.sub(r"/v1/?$", "", target.gateway.url), headers
-        self.out: dict[str, str] = {}
-        self.stop_event = threading.Event()
-        self.retries0 = self._retries()
+    url = target.gateway.url
+    retries0 = read_metric(url, "gateway:retries_total")
+    watcher = Watcher({}, url)
+    watcher.start()
 
-    def _retries(self) -> float | None:
-        try:
-            with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
-                text = r.read().decode(errors="replace")
-        except OSError:
-            return None
-        vals = [float(m.group(1)) for m in re.finditer(r"^gateway:retries_total(?:\{[^}]*\})? (\S+)$", text, re.M)]
-        return sum(vals) if vals else 0.0
+    def finish() -> dict:
+        watcher.stop_event.set()
+        watcher.join(10)
+        r1 = read_metric(url, "gateway:retries_total")
+        retries = None if r1 is None or retries0 is None else r1 - retries0
+        return {"retries": retries, "out_of_rotation": dict(watcher.out_of_rotation)}
 
-    def run(self) -> None:
-        deadline = time.monotonic() + 3600
-        while not self.stop_event.is_set() and time.monotonic() < deadline:
-            try:
-                state = _get_json(self.url + "/gateway/state", self.headers, timeout=5)
-                for name, u in (state.get("primary") or {}).items():
-                    if (u.get("state") != "up" or u.get("breaker") != "closed") and name not in self.out:
-                        self.out[name] = f"{u.get('state')}, breaker {u.get('breaker')}"
-            except (OSError, ValueError):
-                pass
-            self.stop_event.wait(0.25)
-
-    def finish(self) -> dict:
-        self.stop_event.set()
-        self.join(10)
-        r1 = self._retries()
-        retries = None if r1 is None or self.retries0 is None else r1 - self.retries0
-        return {"retries": retries, "out_of_rotation": dict(self.out)}
+    return finish

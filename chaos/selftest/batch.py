@@ -18,6 +18,7 @@ import urllib.request
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from . import ABNORMAL_FAMILIES
 from .abnormal import check
 from .cases import HostileCase, send
 
@@ -73,9 +74,6 @@ class BatchResult:
                 "passed": len(self.results) - len(self.failed), "failed": len(self.failed),
                 "not_sent": self.not_sent, "stopped_after": self.stopped_after, "interrupted": self.interrupted,
                 "families": fams, "results": sorted((r.row() for r in self.results), key=lambda d: d["pass"])}
-
-
-ABNORMAL_FAMILIES = ("blns", "special", "special-mix", "repeat", "context", "empty", "injection")  # abnormal.py's
 
 
 def family_of(name: str) -> str:

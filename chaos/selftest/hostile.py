@@ -22,10 +22,12 @@ from dataclasses import asdict, dataclass, field
 
 from ..common import is_loopback, stop_group
 from .abnormal import AbnormalCase, abnormal_cases, check
+from .batch import Destination, normal_request
 from .cases import hostile_cases, send
 
 HEALTH_TIMEOUT_S = 1.0  # the gateway's health_timeout_s: a slower /health looks like an outage to it
 CANARY_SLOW_S = 0.25  # an idle server answers a GET in ~1 ms; slower means the machine, not the replica
+NORMAL_TIMEOUT_S = 60.0  # the normal request sent after the cases
 COUNTS = ("requests", "wrong", "errors_5xx", "engine_deaths", "replicas_out", "kv_blocks_leaked",
           "health_failures", "normal_after_failed")
 PER_PATH = ("requests", "wrong", "errors_5xx")  # counted per request; the rest once, over the whole run
@@ -171,17 +173,10 @@ def settle(base_url: str, timeout_s: float = 30.0) -> tuple[float | None, float 
         time.sleep(0.2)
 
 
-def normal_request(base_url: str, model: str, headers: dict) -> tuple[int | None, str]:
-    req = urllib.request.Request(base_url + "/v1/completions", method="POST", headers={
-        "Content-Type": "application/json", **headers},
-        data=json.dumps({"model": model, "prompt": "hello", "max_tokens": 4, "temperature": 0}).encode())
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.headers.get("x-served-by", "")
-    except urllib.error.HTTPError as e:
-        return e.code, ""
-    except OSError as e:
-        return None, repr(e)
+def read_metric(base_url: str, name: str) -> float | None:
+    """One value of a server's /metrics (the first series of that name); None when it cannot be read."""
+    status, body, _ = _get(base_url + "/metrics")
+    return _metric(body.decode(errors="replace"), name) if status == 200 else None
 
 
 def all_cases(model: str, max_model_len: int, abnormal: bool, seed: int = 0) -> list:
@@ -238,10 +233,10 @@ def run_reference(replicas: int, preset: str, progress=print, abnormal: bool = F
                 total.kv_blocks_leaked += round(usage * int(blocks.group(1)))
                 total.findings.append(f"r{i}: {usage:.1%} of the KV cache still held when idle ({busy:g} requests)")
         for where, url in [(f"r{i}", r.base_url) for i, r in enumerate(reps)] + [("gateway", gw.base_url)]:
-            status, served = normal_request(url, model, {})
+            status, _, why = normal_request(Destination(where, url), model, NORMAL_TIMEOUT_S)
             if status != 200:
                 total.normal_after_failed += 1
-                total.findings.append(f"{where}: a normal request afterwards got {status or served}")
+                total.findings.append(f"{where}: a normal request afterwards got {status or why}")
         return {"target": f"{replicas} reference replicas ({preset}) behind the gateway",
                 "cases": len(cases), "direct": _counts(direct), "gateway": _counts(through),
                 "total": _counts(total), "clean": total.clean, "findings": total.findings,
@@ -273,10 +268,10 @@ def run_url(url: str, model: str | None, progress=print, abnormal: bool = False)
     tally.health_failures = len(watcher.failures)
     tally.findings += watcher.failures[:20]
     tally.unjudged = watcher.unjudged
-    status, served = normal_request(url, model, {})
+    status, _, why = normal_request(Destination("target", url), model, NORMAL_TIMEOUT_S)
     if status != 200:
         tally.normal_after_failed = 1
-        tally.findings.append(f"a normal request afterwards got {status or served}")
+        tally.findings.append(f"a normal request afterwards got {status or why}")
     return {"target": url, "cases": len(cases), "total": _counts(tally), "clean": tally.clean,
             "findings": tally.findings, "unjudged": tally.unjudged}
 

@@ -80,3 +80,14 @@ def test_a_wedged_replica_is_named_with_the_case_and_stays_wedged_after_revert(r
     with urllib.request.urlopen(replica.base_url + "/health", timeout=5) as r:
         assert r.status == 200  # it looks alive: the seed's replica that answered health checks and nothing else
     assert serves_again(dest, M, within_s=4, timeout=2)[0] is False
+
+
+def test_the_names_of_families_and_wedge_classes_agree_everywhere():
+    """The schema spells out what it cannot import cheaply; the families name every generated case."""
+    from chaos.experiment.schema import FAULTS
+    from chaos.faults.inputs import FAMILIES
+    from chaos.reference.faults import WEDGE_CLASSES
+
+    assert {c.name.split("/", 1)[0] for c in abnormal_cases(0, M, 1024)} == set(FAMILIES) - {"hostile"}
+    assert FAULTS["server_hook"]["properties"]["wedge_on"]["enum"] == sorted(WEDGE_CLASSES)
+    assert FAULTS["abnormal_inputs"]["properties"]["cases"]["items"]["enum"] == list(FAMILIES)
