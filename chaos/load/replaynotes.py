@@ -54,8 +54,12 @@ def replay_notes(facts: dict | None) -> list[str]:
                      f"(not sent, not counted as lost)")
     failed = facts.get("failed") or {}
     if failed.get("count"):
-        shown = failed["lines"][:FAILED_NOTED]
-        more = failed["count"] - len(shown)
-        notes.append("replayed requests that failed: " + ", ".join(f"line {x['line']} ({x['why']})" for x in shown)
-                     + (f" ... and {more} more" if more > 0 else ""))
+        notes.append("replayed requests that failed: " + failed_lines(failed))
     return notes
+
+
+def failed_lines(failed: dict) -> str:
+    """The first FAILED_NOTED failed requests as 'line N (why)', and how many more."""
+    shown = failed["lines"][:FAILED_NOTED]
+    more = failed["count"] - len(shown)
+    return ", ".join(f"line {x['line']} ({x['why']})" for x in shown) + (f" ... and {more} more" if more > 0 else "")

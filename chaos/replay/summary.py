@@ -70,11 +70,9 @@ def format_summary(s: dict) -> str:
                  + "; status codes: " + (", ".join(f"{k}x{v}" for k, v in s["status_codes"].items()) or "-"))
     failed = s["failed"]
     if failed.get("count"):
-        shown = failed["lines"][:10]
-        more = failed["count"] - len(shown)
-        lines.append(f"failed requests by source line ({failed['count']}): "
-                     + ", ".join(f"line {x['line']} ({x['why']})" for x in shown)
-                     + (f" ... and {more} more" if more > 0 else ""))
+        from ..load.replaynotes import failed_lines
+
+        lines.append(f"failed requests by source line ({failed['count']}): {failed_lines(failed)}")
     else:
         lines.append("failed requests: none")
     if s.get("scrub") is not None:
