@@ -408,7 +408,7 @@ def analyse(name, rep, recs, sampler, t0, duration, warm, server_stats, users, e
 
 def run_locust(port, users, duration, tokens, seed, out_dir, sampler, warm, rep) -> dict:
     from chaos.load.driver import LoadConfig, LoadRun
-    from chaos.load.records import read_records
+    from chaos.records import read_records
     from chaos.load.shapes import fixed
     from chaos.load.workloads import WorkloadSpec
 

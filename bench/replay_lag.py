@@ -31,7 +31,7 @@ from datetime import datetime
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from chaos.load.driver import LoadConfig, LoadRun  # noqa: E402
-from chaos.load.records import read_records  # noqa: E402
+from chaos.records import read_records  # noqa: E402
 from chaos.load.shapes import replay  # noqa: E402
 from chaos.load.workloads import WorkloadSpec  # noqa: E402
 

@@ -125,7 +125,7 @@ def _histogram(base: str) -> tuple[float, float]:
 
 def _truth_chaos(base, spec, users, n, work) -> list:
     from chaos.load.driver import LoadConfig, LoadRun
-    from chaos.load.records import read_records
+    from chaos.records import read_records
     from chaos.load.shapes import fixed
 
     cfg = LoadConfig(target=base, plan=fixed(users, 600.0, max_requests=n), workload=[(spec, 1.0)], out_dir=work)

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from .clock import Clock
-from .records import read_new_records, read_records
+from ..records import read_new_records, read_records
 from .replayrun import ReplayRun
 from .shapes import LoadPlan
-from .summary import StepSummary, format_replay, format_table, summarize, summarize_steps
+from ..records.summary import StepSummary, format_table, summarize, summarize_steps
+from .replaynotes import format_replay
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 

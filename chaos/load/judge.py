@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from .clock import Clock
-from .records import RequestRecord
+from ..records import RequestRecord
 from .sse import StreamState, StreamTiming, quantile
 
 

@@ -23,8 +23,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from chaos.common import parse_retry_after
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
-from chaos.load.labels import merge_header
-from chaos.load.records import RequestRecord
+from chaos.records.labels import merge_header
+from chaos.records import RequestRecord
 from chaos.load.replayer import Replayer
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
@@ -264,7 +264,7 @@ class LLMUser(FastHttpUser):
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
                             fixed_output=req.fixed_output, source_line=req.source_line, scrubbed=req.scrubbed,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
-        # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.load.labels).
+        # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.records.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
         key_env = CFG.get("api_key_env")
         if key_env and os.environ.get(key_env):

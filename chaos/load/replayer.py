@@ -11,7 +11,7 @@ import gevent.lock
 import gevent.pool
 from locust.runners import WorkerRunner
 
-from .records import ReplayAccount
+from .accounts import ReplayAccount
 from .replayopts import ReplayOptions
 from .replaylog import iter_replay
 from .workloads import replay_request

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from .records import merge_accounts, read_accounts
-from .summary import replay_order
+from .accounts import merge_accounts, read_accounts
+from .replaynotes import replay_order
 
 
 class ReplayRun:

@@ -9,7 +9,7 @@ import os
 
 def build_summary(result, log: str, target: str, window: int | None, unreadable: dict | None) -> dict:
     """window/unreadable: --fast's own count (None for a timed replay, whose account has them)."""
-    from ..load.records import read_records
+    from ..records import read_records
 
     with open(os.path.join(result.out_dir, "summary.json")) as f:
         load = json.load(f)

@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from ..load.summary import format_table
+from ..records.summary import format_table
 from .inputs import inputs_markdown
 
 

@@ -9,9 +9,9 @@ import urllib.request
 
 import psutil
 
-from ..load.labels import label_records
-from ..load.records import read_records
-from ..load.summary import summarize, summarize_steps
+from ..records.labels import label_records
+from ..records import read_records
+from ..records.summary import summarize, summarize_steps
 from ..report.writer import write_reports
 from ..verify import checks as V
 from ..verify.verdict import RunFacts, run_checks

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..load.records import ERROR_OUTCOMES, RequestRecord
+from ..records import ERROR_OUTCOMES, RequestRecord
 
 
 @dataclass(slots=True)

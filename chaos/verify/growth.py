@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..load.records import ERROR_OUTCOMES
+from ..records import ERROR_OUTCOMES
 from .checks import Check, fmt_s
 
 METRICS = ("ttft", "e2e")

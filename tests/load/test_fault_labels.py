@@ -3,10 +3,10 @@
 import json
 
 from chaos.load.driver import LoadConfig, run_load
-from chaos.load.labels import label_records, merge_fault, merge_header, rule_and_effect, split_labels
-from chaos.load.records import RequestRecord, read_records
+from chaos.records.labels import label_records, merge_fault, merge_header, rule_and_effect, split_labels
+from chaos.records import RequestRecord, read_records
 from chaos.load.shapes import fixed
-from chaos.load.summary import format_table, summarize
+from chaos.records.summary import format_table, summarize
 from chaos.load.workloads import WorkloadSpec
 
 from .scripted_server import ScriptedServer

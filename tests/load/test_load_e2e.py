@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from chaos.load.driver import LoadConfig, Timeouts, run_load
-from chaos.load.records import read_records
+from chaos.records import read_records
 from chaos.load.shapes import arrival_rate, fixed, replay, steps
 from chaos.load.workloads import WorkloadSpec
 from chaos.reference.launcher import start_server

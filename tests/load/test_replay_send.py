@@ -16,7 +16,8 @@ import sys
 import time
 
 from chaos.load.driver import LoadConfig, run_load
-from chaos.load.records import ReplayAccount, merge_accounts, read_records
+from chaos.load.accounts import ReplayAccount, merge_accounts
+from chaos.records import read_records
 from chaos.load.shapes import replay
 from chaos.load.replaylog import iter_replay
 from chaos.load.workloads import WorkloadSpec

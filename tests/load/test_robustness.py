@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from chaos.load.driver import LoadConfig, Timeouts, run_load
-from chaos.load.records import read_records
+from chaos.records import read_records
 from chaos.load.shapes import fixed
 from chaos.load.workloads import WorkloadSpec
 

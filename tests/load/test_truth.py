@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chaos.load.driver import LoadConfig, run_load
-from chaos.load.records import read_records
+from chaos.records import read_records
 from chaos.load.shapes import fixed
 from chaos.load.workloads import Workload, WorkloadSpec
 from chaos.reference.launcher import start_server

@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from chaos.load.records import RequestRecord
+from chaos.records import RequestRecord
 from chaos.common import parse_duration
 from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
-from chaos.load.summary import format_table, summarize
+from chaos.records.summary import format_table, summarize
 from chaos.load.replaylog import load_replay
 from chaos.load.workloads import Workload, WorkloadSpec, parse_mix
 from chaos.reference.tokenizer import ByteTokenizer
@@ -358,7 +358,7 @@ def test_only_exact_counts_mismatch_and_only_fixed_lengths_end_early():
 def test_records_read_back_keep_gaps_in_four_bytes(tmp_path):
     from array import array
 
-    from chaos.load.records import read_new_records, read_records
+    from chaos.records import read_new_records, read_records
 
     a, b = rec(0), rec(1)
     a.itl_us, b.itl_us = [7, 3_000_000_000, 5], [2 ** 33]  # one fits in 32 bits, one does not

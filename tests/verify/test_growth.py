@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from chaos.load.records import RequestRecord
+from chaos.records import RequestRecord
 from chaos.verify.growth import analyse, growth_check, knee, step_ratios
 
 SIZES = [1000, 2000, 4000, 8000, 16000]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from .records import RequestRecord
+from .record import RequestRecord
 
 FAULT_HEADER = "x-chaos-fault"
 SEPARATOR = ", "

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .labels import rule_and_effect, split_labels
-from .records import ERROR_OUTCOMES, RequestRecord
+from .record import ERROR_OUTCOMES, RequestRecord
 
 LAG_THRESHOLD_S = 0.010  # a request sent this much after its intended time means the generator fell behind
 
@@ -151,38 +151,6 @@ def summarize_steps(records: list[RequestRecord], step_order: list[str], open_lo
         by_step.setdefault(r.step or "all", []).append(r)
     names = [n for n in step_order if n in by_step] + [n for n in by_step if n not in step_order]
     return [summarize(by_step[n], n, open_loop, (durations or {}).get(n)) for n in names]
-
-
-def replay_order(records: list[RequestRecord]) -> int:
-    """Replayed requests sent before one intended earlier (per process: each has its own clock anchor): sorted by
-    intended time (then log line, the replay's own order for equal times), each actual send must not precede the
-    previous one's."""
-    by_worker: dict = {}
-    for r in records:
-        if r.source_line is not None:
-            by_worker.setdefault(r.worker, []).append((r.t_sched, r.source_line, r.t_start))
-    bad = 0
-    for rows in by_worker.values():
-        rows.sort()
-        bad += sum(1 for a, b in zip(rows, rows[1:]) if b[2] < a[2])
-    return bad
-
-
-def format_replay(acc: dict) -> str:
-    """The replay's first lines: a loss says so before anything else."""
-    lines = []
-    if acc.get("not_sent"):
-        why = ", ".join(f"{k} {v}" for k, v in sorted(acc["not_sent_by_reason"].items()))
-        lines.append(f"REPLAY INCOMPLETE: not sent: {acc['not_sent']} of {acc['window']} requests of the log window "
-                     f"({why}); first lines not sent: {', '.join(map(str, acc['first_not_sent'][:10])) or '-'}")
-    lag = acc.get("lag") or {}
-    lag_text = "/".join(_ms(lag.get(k)) for k in ("p50", "p99", "max")) if lag else "-"
-    lines.append(f"replay: sent {acc['sent']} of {acc['window']}, not sent: {acc['not_sent']}, "
-                 f"out of order: {acc.get('out_of_order', '-')}, lag p50/p99/max {lag_text} ms"
-                 + (f", skipped {acc['skipped']} unreadable lines" if acc.get("skipped") else "")
-                 + (f", filtered: {acc['filtered']}" if acc.get("filtered") else "")
-                 + (f", {acc['late_in_log']} lines out of order in the log itself" if acc.get("late_in_log") else ""))
-    return "\n".join(lines)
 
 
 def _ms(v) -> str:
