@@ -12,7 +12,7 @@ from . import __version__
 COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
             "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile",
-            "proxy": "chaos.proxy.cli", "replay": "chaos.replay.cli"}
+            "proxy": "chaos.proxy.cli", "replay": "chaos.load.replaycli", "report": "chaos.report.cli"}
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -32,6 +32,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                "  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s\n"
                "  chaos selftest hostile                       # hostile input: every count must stay 0\n"
                "  chaos proxy serve --port 8474                # a Toxiproxy-compatible fault proxy\n"
+               "  chaos report reports/kill-instance-20261204T120000Z   # re-render a run's reports\n"
+               "  chaos report --compare RUN_A RUN_B           # B against A, figure by figure, with the noise\n"
                "\nRun `chaos COMMAND --help` for the options of each command.")
     parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -193,7 +193,7 @@ def run_would_build(doc: Located, target) -> list[str]:
     problems = []
     try:
         from ..load.workloads import Workload
-        from ..run.loadspec import load_config
+        from .loadspec import load_config
 
         cfg = load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
         # The sizes the workloads can hit (a case's own text and template set a floor), counted as the run may:

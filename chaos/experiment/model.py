@@ -18,26 +18,11 @@ from .checks import key_env_reference, load_duration, run_would_build, semantic_
 from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
 from .validation import validate
 from .variables import Masker, Variables, mask_env, substitute
+from .verifyspec import SLO, SpecError, Verify
+
+__all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_experiment", "load_target"]
 
 EXPERIMENT_KEYS = ("name", "target", "load")
-
-
-@dataclass(slots=True)
-class SLO:
-    p50_latency: float | None = None
-    p95_latency: float | None = None
-    p99_latency: float | None = None
-    ttft_p95: float | None = None
-    ttft_p99: float | None = None
-    error_rate: float | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "SLO":
-        d = d or {}
-        return cls(**{k: (parse_percent(v) if k == "error_rate" else parse_duration(v)) for k, v in d.items()})
-
-    def is_empty(self) -> bool:
-        return all(getattr(self, f) is None for f in self.__slots__)
 
 
 @dataclass(slots=True)
@@ -76,9 +61,10 @@ class Experiment:
     steady_slo: SLO = field(default_factory=SLO)
     steady_health: bool = True
     faults: list[FaultSpec] = field(default_factory=list)
-    verify: dict = field(default_factory=dict)
+    verify: Verify = field(default_factory=Verify)
     abort_error_rate: float | None = None
     abort_for: float = 10.0
+    metrics_interval: float = 1.0  # seconds between scrapes of every instance's /metrics; 0: not scraped
     resolved: dict = field(default_factory=dict)  # public: the document after ${VAR}s, secrets masked
     mask: Masker = field(default_factory=Masker)  # mask(str or JSON-like) -> a copy with secrets scrubbed
 
@@ -143,6 +129,19 @@ def _target_spec(d: dict, source: str, public: dict) -> TargetSpec:
                       ignore_eos=d.get("ignore_eos", True), allow_remote=d.get("allow_remote", False))
 
 
+def _verify(doc: Located) -> tuple[Verify, list[str]]:
+    """The typed verify: section, or the problems (file:line:col) of the values its checks refuse."""
+    try:
+        return Verify.from_dict(doc.data.get("verify")), []
+    except SpecError as e:
+        return Verify(), [doc.problem(("verify", *path), message) for path, message in e.problems]
+
+
+def _metrics_interval(v) -> float:
+    """metrics: {interval: ...} as validated: 0, false (YAML's off), "off" and "0s" turn scraping off."""
+    return 0.0 if v in (0, False, "off", "0s") else parse_duration(v)
+
+
 def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experiment:
     doc = read_file(path, role="an experiment")
     if not isinstance(doc.data, dict) or not any(k in doc.data for k in EXPERIMENT_KEYS):
@@ -201,6 +200,8 @@ def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
                                                             f"(looked beside {path} and in the current directory)"))
         else:
             d["load"]["replay"] = found
+    verify, vprobs = _verify(doc)
+    problems += vprobs
     problems = problems or run_would_build(doc, target)
     if problems:
         raise ExperimentError(problems)
@@ -218,7 +219,8 @@ def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
     return Experiment(name=d["name"], description=public.get("description", ""), path=path, target=target,
                       load=d["load"], steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
-                      faults=faults, verify=d.get("verify") or {},
+                      faults=faults, verify=verify,
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
+                      metrics_interval=_metrics_interval((d.get("metrics") or {}).get("interval", 1.0)),
                       mask=variables.masker(target.settings.get("api_key_env")))

@@ -154,8 +154,16 @@ SLO = _obj({"p50_latency": POSITIVE, "p95_latency": POSITIVE, "p99_latency": POS
            description="latency bounds are on E2E unless named ttft; never on the mean")
 
 _RAMP_TEXT = f"START:END users, each from 1 to {MAX_USERS:,}, grown linearly over duration"
+# chaos/load/stability.py (its QUESTIONS: at most 16 probes); docs/stability.md
+STABILITY_LOAD = _obj({"share": percent(positive=True), "prompts": integer(1, 16),
+                       "structured": integer(0, 16, "how many of the prompts ask for JSON (default 1)"),
+                       "json_schema": {"type": "boolean", "description": "every other structured prompt asks "
+                                                                        "for a json_schema (default false)"},
+                       "max_tokens": integer(1, 100_000), "seed": integer(0, 2**63 - 1)},
+                      description="identical greedy probes mixed into the workload at share (default 20%) of "
+                                  "the requests, judged by verify.stability")
 LOAD = _obj({
-    "workload": {"enum": ["chat", "completion", "rag", "long", "prefix", "json", "replay"]},
+    "workload": {"enum": ["chat", "completion", "rag", "long", "prefix", "json", "replay", "stability"]},
     "mix": {"type": "object", "minProperties": 1, "additionalProperties": number(0, 1_000_000, exclusive=True)},
     "users": integer(1, MAX_USERS), "spawn_rate": number(0, 10_000, exclusive=True),
     "duration": POSITIVE,
@@ -178,6 +186,7 @@ LOAD = _obj({
     "retries": integer(0, 10),
     "timeouts": _obj({"connect": POSITIVE, "first_token": TIMEOUT, "total": TIMEOUT}),
     "stop_timeout": DURATION,
+    "stability": STABILITY_LOAD,
 }, description="how load is driven (Locust)")
 
 FAULT_COMMON = {"type": {"type": "string"}, "at": DURATION, "name": {"type": "string", "maxLength": 200}}
@@ -194,6 +203,7 @@ FAULTS = {
     "server_hook": _obj({**FAULT_COMMON, "instance": {"anyOf": [INSTANCE, {"const": "all"}]},
                          "duration": POSITIVE,
                          "step_delay_ms": number(0, 60_000),
+                         "step_slowdown": number(1, 10),
                          "hang_s": number(0, 3600),
                          "kv_block_cap": integer(1, 1 << 30),
                          "fail_fraction": number(0, 1),
@@ -259,6 +269,18 @@ FAULT = {"description": "a fault: type, when (at), and its own settings",
          "properties": {"type": {"enum": sorted(FAULTS)}},
          "allOf": [{"if": {"properties": {"type": {"const": t}}}, "then": s} for t, s in FAULTS.items()]}
 
+_RATE_OR_OFF = {"description": PERCENT["description"] + "; or off (reported, not judged)",
+                "anyOf": [PERCENT, {"const": "off"}]}
+STABILITY_VERIFY = _obj({
+    "identical": _RATE_OR_OFF, "json_valid": _RATE_OR_OFF, "max_truncated": _RATE_OR_OFF,
+    "max_repetition": _RATE_OR_OFF, "max_garbled": _RATE_OR_OFF,
+    "loop_threshold": {**number(0, 1, exclusive=True), "description": "an output whose closing loop takes more "
+                                                                      "than this share of it is a loop (0.5)"},
+    "min_repeats": integer(1, 1_000_000, "probe answers during and after the faults it takes to judge "
+                                         "identical (10)")},
+    description="output stability (chaos/verify/stability.py, docs/stability.md): repeated greedy probes answer "
+                "identically before, during and after the faults; JSON validity, truncation, loops and garbled "
+                "text as rates")
 VERIFY = _obj({
     "error_rate_during_fault": _obj({"max": PERCENT}, ["max"]),
     "recovery_time": _obj({"max": POSITIVE, "window": POSITIVE}, ["max"]),
@@ -267,14 +289,24 @@ VERIFY = _obj({
     "status_codes": _obj({"allowed": {"type": "array", "items": integer(100, 599), "minItems": 1,
                                       "maxItems": 500}}, ["allowed"]),
     "served_by_all": {"type": "boolean", "description": "after recovery every instance serves again"},
-    "fallback": _obj({"within": POSITIVE, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]}}},
+    "fallback": _obj({"within": POSITIVE, "paths": {"type": "array", "items": {"enum": ["backup", "cache"]},
+                                                  "uniqueItems": True}},
                      ["within"], "a fallback path served within this time of the first fault"),
     "latency_growth": _obj({"metric": {"enum": ["ttft", "e2e"]}, "max_knee_ratio": number(1, 1000, exclusive=True),
                             "min_requests": integer(2, 1_000_000), "confidence": number(0.5, 1, exclusive=True)},
                            description="latency against load.input_tokens given as sizes: a line is fitted and "
                                        "it fails on a knee, a step growing over max_knee_ratio (default 3) x the "
                                        "line through the smaller sizes (chaos/verify/growth.py)"),
+    "stability": STABILITY_VERIFY,
 }, description="what must hold; each check is reported with its measured value")
+
+_SCRAPE_TEXT = "a duration from 0.1s to 1h (250ms, 1s, 5s), or 0 or off to not scrape"
+METRICS = _obj({"interval": {
+    "description": _SCRAPE_TEXT,
+    "anyOf": [{"enum": [0, False, "off", "0s"]}, number(0.1, 3600),
+              {"type": "string", "pattern": DURATION["anyOf"][1]["pattern"],
+               "x-chaos": {"kind": "duration", "min": 0.1, "max": 3600, "text": _SCRAPE_TEXT}}]}},
+    description="every instance's /metrics, scraped through the run into metrics.jsonl (default every 1s)")
 
 ABORT = _obj({"error_rate": percent(positive=True), "for": POSITIVE}, ["error_rate"],
              "halt the run, revert everything and exit 3 when this holds for the whole window")
@@ -301,6 +333,7 @@ EXPERIMENT = {
         "faults": {"type": "array", "items": FAULT, "maxItems": 100},
         "verify": VERIFY,
         "abort_when": ABORT,
+        "metrics": METRICS,
     },
 }
 

@@ -9,7 +9,7 @@ import urllib.request
 from ..common import FAULT_TOKEN_HEADER
 from .base import Fault, FaultContext, FaultError
 
-HOOKS = ("step_delay_ms", "hang_s", "kv_block_cap", "fail_fraction", "wedge_on")
+HOOKS = ("step_delay_ms", "step_slowdown", "hang_s", "kv_block_cap", "fail_fraction", "wedge_on")
 
 
 def _call(method: str, url: str, body: dict | None = None, token: str | None = None) -> str | None:
@@ -36,7 +36,8 @@ def _call(method: str, url: str, body: dict | None = None, token: str | None = N
 
 class ServerHook(Fault):
     type = "server_hook"
-    summary = "reference server hooks: step_delay_ms, hang_s, kv_block_cap, fail_fraction, wedge_on (for duration)"
+    summary = ("reference server hooks: step_delay_ms, step_slowdown, hang_s, kv_block_cap, fail_fraction, wedge_on "
+               "(for duration)")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

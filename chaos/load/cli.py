@@ -43,7 +43,7 @@ def register(sub, formatter) -> None:
                                    "throughput.")
     p.add_argument("target", help="base URL of the target, e.g. http://127.0.0.1:8000 or https://host/v1")
     g = p.add_argument_group("what to send")
-    g.add_argument("--workload", default="chat", help="chat, completion, rag, long, prefix, json or replay")
+    g.add_argument("--workload", default="chat", help="chat, completion, rag, long, prefix, json, stability (docs/stability.md) or replay")
     g.add_argument("--mix", help="weighted workloads, e.g. chat=3,rag=1 (overrides --workload)")
     g.add_argument("--input-tokens", help="override the input size: N, LO-HI, or sizes A,B,C (each request "
                                            "takes one, interleaved), the whole prompt as the server counts it "

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from .clock import Clock
+from .errors import LoadError
 from ..records import read_new_records, read_records
 from .replayrun import ReplayRun
 from .shapes import LoadPlan
@@ -28,10 +29,6 @@ from ..records.summary import StepSummary, format_table, summarize, summarize_st
 from .replaynotes import format_replay
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
-
-
-class LoadError(RuntimeError):
-    """A setup problem with a message that says what to do."""
 
 
 @dataclass(slots=True)

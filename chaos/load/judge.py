@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from .clock import Clock
+from .outputs import describe_output
 from ..records import RequestRecord
 from .sse import StreamState, StreamTiming, quantile
 
@@ -65,6 +66,8 @@ def judge_stream(state: StreamState, rec: RequestRecord, req) -> None:
         rec.outcome, rec.error_code, rec.error = "stream_error", "no_done", "the stream ended without [DONE]"
     elif req.expect_json:
         check_json(state.text, rec)
+    if rec.outcome in ("ok", "bad_output"):  # a whole answer: describe it (cut or failed ones are not outputs)
+        describe_output(rec, state.text, req)
 
 
 def judge_plain(payload: bytes, rec: RequestRecord, req) -> None:
@@ -85,6 +88,7 @@ def judge_plain(payload: bytes, rec: RequestRecord, req) -> None:
     server_timing(rec, obj.get("chaos_timing"))
     if req.expect_json:
         check_json(text or "", rec)
+    describe_output(rec, text or "", req)
 
 
 def check_json(text: str, rec: RequestRecord) -> None:

@@ -263,6 +263,7 @@ class LLMUser(FastHttpUser):
                             input_tokens_source=req.input_tokens_source, worker=PROC.worker_name,
                             step=PROC.step_at(t_sched), ignore_eos=body.get("ignore_eos") is True,
                             fixed_output=req.fixed_output, source_line=req.source_line, scrubbed=req.scrubbed,
+                            stability_key=req.stability_key,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.records.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from .accounts import merge_accounts, read_accounts
+from .errors import LoadError
 from .replaynotes import replay_order
 
 
@@ -15,8 +16,6 @@ class ReplayRun:
 
     def _plan_replay(self, wl) -> None:
         """What a timed replay owes: the first max_requests requests of the log (passes repeat), else all of it."""
-        from .driver import LoadError  # (driver imports this module)
-
         files = list(wl.replay_scans)
         if len(files) != 1 or len(self.cfg.workload) != 1:
             raise LoadError("a timed replay (replay_speed) sends one log file and nothing else: drop the other "

@@ -17,59 +17,20 @@ ignore_eos, so a model's EOS cannot end the stream early.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 
-from ..reference.tokenizer import ByteTokenizer
+from ..sizes import sizes
+from . import stability
 from .replaylog import ReplayCursor, ReplayScan, scan_replay
+from .spec import LLMRequest, WorkloadSpec
+from .tokens import TokenCounter
+
+__all__ = ["LLMRequest", "Workload", "WorkloadSpec", "filler_text"]
 
 WORDS = ("latency throughput replica gateway cache block token stream request server model batch queue "
          "timeout retry fallback prefix decode prefill memory bandwidth kernel tensor scheduler budget "
          "window context answer question document section policy customer order invoice shipment warehouse "
          "account balance report quarter revenue contract clause payment refund ticket incident outage "
          "deploy rollback canary region zone node pod container volume network packet route").split()
-
-
-@dataclass(slots=True)
-class LLMRequest:
-    case: str
-    endpoint: str  # chat | completion
-    body: dict  # the request body without model and stream
-    input_tokens: int
-    input_tokens_source: str  # exact | estimate
-    expect_json: bool = False
-    offset_s: float | None = None  # replay: when the original request was sent, relative to the first
-    fixed_output: bool = False  # max_tokens is the length asked for, not just a cap
-    source_line: int | None = None  # replay: the request's line in the log, so a failure traces back
-    scrubbed: dict | None = None  # replay --scrub: what was redacted from this request (kind -> count, no values)
-
-
-class TokenCounter:
-    """Exact counts for the byte-level reference tokenizer, ~4 bytes a token otherwise."""
-
-    def __init__(self, kind: str = "byte"):
-        if kind not in ("byte", "estimate"):
-            raise ValueError("tokenizer must be 'byte' or 'estimate'")
-        self.kind = kind
-        self._tok = ByteTokenizer()
-
-    @property
-    def source(self) -> str:
-        return "exact" if self.kind == "byte" else "estimate"
-
-    def count_text(self, text: str) -> int:
-        n = len(text.encode("utf-8"))
-        return n if self.kind == "byte" else max(1, round(n / 4))
-
-    def count_chat(self, messages: list[dict]) -> int:
-        if self.kind == "byte":
-            return self._tok.count_chat(messages)  # what the reference server counts, without building the ids
-        return sum(self.count_text(m["content"]) + 4 for m in messages) + 3
-
-    def count_prompt(self, prompt: str) -> int:
-        return self._tok.count(prompt) if self.kind == "byte" else self.count_text(prompt)
-
-    def bytes_for(self, tokens: int) -> int:
-        return tokens if self.kind == "byte" else tokens * 4
 
 
 def filler_text(rng: random.Random, n_bytes: int, topic: str = "") -> str:
@@ -80,83 +41,6 @@ def filler_text(rng: random.Random, n_bytes: int, topic: str = "") -> str:
         words.append(w)
         size += len(w) + 1
     return " ".join(words)[:n_bytes]
-
-
-def _range(v, name) -> tuple[int, ...]:
-    """(lo, hi) for a size or a range; for a list of sizes, the sizes sorted, at least three entries.
-
-    A pair is always a range: the load driver hands each Locust process list(spec.input_tokens), so [lo, hi]
-    must read back as the range it came from. Two sizes are therefore kept as (a, b, b), which reads back as
-    the same two sizes (sizes() drops the repeat); a pair written by hand is a range, which is why the schema
-    takes a list of sizes only from three up (two sizes: the text form "1000,16000")."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v, v
-    try:
-        if isinstance(v, str) and "," in v:
-            return _sizes([int(x) for x in v.split(",") if x.strip()], name)
-        if isinstance(v, str) and "-" in v:
-            lo, hi = v.split("-", 1)
-            lo, hi = int(lo), int(hi)
-            if 0 < lo <= hi:
-                return lo, hi
-        elif isinstance(v, str):
-            return int(v), int(v)
-        if isinstance(v, (list, tuple)) and len(v) == 2:
-            return int(v[0]), int(v[1])
-        if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            return _sizes(list(v), name)
-    except ValueError:
-        pass
-    raise ValueError(f"{name} must be an integer, a range like 200-500, or a list of sizes like "
-                     f"1000,2000,4000 (each at least 1), got {v!r}")
-
-
-def _sizes(values: list[int], name: str) -> tuple[int, ...]:
-    got = sorted(set(values))
-    if not got or got[0] < 1:
-        raise ValueError(f"{name}: every size must be at least 1, got {values!r}")
-    if len(got) == 1:
-        return got[0], got[0]
-    return tuple(got) if len(got) > 2 else (got[0], got[1], got[1])
-
-
-def sizes(r: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The distinct sizes of a list of sizes made by _range; None for a range (lo, hi)."""
-    return tuple(sorted(set(r))) if len(r) > 2 else None
-
-
-@dataclass(slots=True)
-class WorkloadSpec:
-    """One named workload with its parameters (the defaults follow the seed's test plan)."""
-
-    name: str
-    input_tokens: object = None  # int, "lo-hi", or sizes ([1000, 2000, 4000] or "1000,2000,4000")
-    output_tokens: object = None
-    temperature: float = 0.0
-    replay_file: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    DEFAULTS = {
-        "chat": ("24-120", "32-128"),
-        "completion": ("24-120", "32-128"),  # legacy /v1/completions with a plain prompt
-        "rag": ("3000", "200-500"),
-        "long": ("10000", "64-128"),
-        "prefix": ("1040-1080", "32-96"),  # a shared 1,000-token system prompt, then a question
-        "json": ("90-160", "64-160"),
-        "replay": (None, None),
-    }
-
-    def __post_init__(self):
-        if self.name not in self.DEFAULTS:
-            raise ValueError(f"unknown workload {self.name!r}; choose one of: {', '.join(self.DEFAULTS)}")
-        din, dout = self.DEFAULTS[self.name]
-        self.input_tokens = _range(self.input_tokens if self.input_tokens is not None else din or 1, "input_tokens")
-        self.output_tokens = _range(self.output_tokens if self.output_tokens is not None else dout or 1,
-                                    "output_tokens")
-        if self.name == "replay" and not self.replay_file:
-            raise ValueError("the replay workload needs a file (--replay FILE)")
-        if sizes(self.output_tokens):
-            raise ValueError("output_tokens takes a size or a range LO-HI; a list of sizes is for input_tokens")
 
 
 class Workload:
@@ -188,7 +72,7 @@ class Workload:
                 # a bounded pre-scan: the file is streamed when sending, never held
                 self.replay_scans[spec.replay_file] = scan_replay(spec.replay_file, options=_options(spec))
                 self._replay_cursors[spec.replay_file] = ReplayCursor(spec.replay_file, _options(spec))
-            elif spec.input_tokens[0] < self.floor(spec.name):
+            elif spec.name != "stability" and spec.input_tokens[0] < self.floor(spec.name):
                 raise ValueError(
                     f"input_tokens {spec.input_tokens[0]} is below what the {spec.name} workload's own text takes "
                     f"({self.floor(spec.name)} tokens {'exactly' if self.counter.kind == 'byte' else 'estimated'}, "
@@ -201,6 +85,10 @@ class Workload:
         spec = next(s for (s, _), c in zip(self.specs, self.cum) if pick <= c + 1e-12)
         if spec.name == "replay":
             return self._replay(spec, index)
+        if spec.name == "stability":
+            key, body = stability.probe_for(spec.extra, rng)
+            return LLMRequest("stability", "chat", body, self.counter.count_chat(body["messages"]),
+                              self.counter.source, stability_key=key)
         steps = sizes(spec.input_tokens)
         target = rng.randint(*spec.input_tokens) if steps is None else self._size_at(steps, index)
         max_tokens = rng.randint(*spec.output_tokens)

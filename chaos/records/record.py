@@ -14,8 +14,9 @@ import sys
 from array import array
 from dataclasses import dataclass, field, fields
 
-# 1: files written before the field existed (read as they are); 2: the field is written
-RECORD_VERSION = 2
+# 1: files written before the field existed (read as they are); 2: the field is written; 3: the output fields
+# (output_sha ... stability_key) are written: in a version 1 or 2 record they read as their defaults (unknown)
+RECORD_VERSION = 3
 
 OUTCOMES = ("ok", "http_error", "timeout", "connect_error", "reset", "stream_error", "bad_output", "cancelled")
 ERROR_OUTCOMES = tuple(o for o in OUTCOMES if o not in ("ok", "cancelled"))
@@ -68,6 +69,17 @@ class RequestRecord:
     fault: str | None = None
     source_line: int | None = None  # replay: the request's line in the log file
     scrubbed: dict | None = None  # replay with scrubbing: redactions in this request's body, kind -> count (no values)
+    # The output, described without being kept (chaos.load.outputs; judged by chaos.verify.stability). Written only
+    # for a complete output (outcome ok, or bad_output: the answer came whole); None for the rest and for records
+    # from before version 3.
+    output_sha: str | None = None  # the first 16 hex digits of the sha256 of the output's UTF-8
+    output_head: str | None = None  # its first 80 characters, for examples; generated workloads only, never a replay's
+    json_valid: bool | None = None  # the output parses as JSON; None: the request did not ask for JSON
+    repeat_ngram: float | None = None  # share of the output taken by its closing loop (a unit repeated 3+ times)
+    garbled: int | None = None  # U+FFFD, lone surrogates, noncharacters and control characters (not \t \n \r)
+    # a stability probe's identity (the same key, the same request body), on its record whatever the outcome;
+    # None: an ordinary request
+    stability_key: str | None = None
     v: int = RECORD_VERSION  # the record format's version; a file without it is version 1
 
     @property
@@ -98,7 +110,7 @@ _FIELD_SET = frozenset(_FIELDS)
 
 # The string fields that repeat across records: one shared object each instead of ~50 bytes a field a record.
 _REPEATED = ("case", "endpoint", "outcome", "error_code", "timeout_kind", "input_tokens_source",
-             "output_tokens_source", "finish_reason", "served_by", "step", "worker", "fault")
+             "output_tokens_source", "finish_reason", "served_by", "step", "worker", "fault", "stability_key")
 
 
 def _gaps(values) -> array:

@@ -87,7 +87,8 @@ def register(sub, formatter) -> None:
     g.add_argument("--drain-timeout", type=float, default=30.0, help="seconds SIGTERM waits for in-flight requests")
     g = serve.add_argument_group("fault hooks")
     g.add_argument("--enable-fault-hooks", action="store_true",
-                   help="serve /admin/faults: step_delay_ms, hang_s, kv_block_cap, fail_fraction, engine_error, "
+                   help="serve /admin/faults: step_delay_ms, step_slowdown, hang_s, kv_block_cap, fail_fraction, "
+                        "engine_error, "
                         f"crash; every call needs the header {FAULT_TOKEN_HEADER} with the value of {FAULT_TOKEN_ENV}")
     g.add_argument("--fault-seed", type=int, help="seed of fail_fraction's coin")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])

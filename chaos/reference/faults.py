@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # openapi.py reads HOOKS in the gateway, which must not impor
 
 HOOKS = {
     "step_delay_ms": "add this many milliseconds to every engine step (slow decode)",
+    "step_slowdown": "make every engine step take this factor (1.0-10.0) of its own time: after each step, wait "
+                     "(factor - 1) x its measured duration before its tokens go out (1.2: 20 % slower)",
     "hang_s": "stop the engine for this many seconds (streams stall; /health still answers)",
     "kv_block_cap": "cap the usable KV-cache blocks (forces preemption; a request that cannot fit fails)",
     "fail_fraction": "answer this fraction (0-1) of generation requests with HTTP 500",
@@ -100,6 +102,13 @@ class ServerFaults:
 
     def _revert_step_delay_ms(self):
         self.engine.step_delay = 0.0
+
+    def _apply_step_slowdown(self, v):
+        self.engine.set_step_slowdown(float(self._num("step_slowdown", v, 1.0, 10.0)))
+        self.active["step_slowdown"] = v
+
+    def _revert_step_slowdown(self):
+        self.engine.set_step_slowdown(1.0)
 
     def _apply_hang_s(self, v):
         self.engine.hang(self._num("hang_s", v, 0, 3600))

@@ -209,6 +209,7 @@ def _paths(statuses: tuple[int, ...], gateway: bool) -> dict:
 def _fault_paths() -> dict:
     hooks = {"type": "object", "minProperties": 1, "additionalProperties": False, "properties": {
         "step_delay_ms": {"type": "number", "minimum": 0, "maximum": 60000},
+        "step_slowdown": {"type": "number", "minimum": 1, "maximum": 10},
         "hang_s": {"type": "number", "minimum": 0, "maximum": 3600},
         "kv_block_cap": {"type": "integer", "minimum": 1, "maximum": 1 << 30},
         "fail_fraction": {"type": "number", "minimum": 0, "maximum": 1},

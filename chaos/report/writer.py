@@ -8,12 +8,17 @@ import time
 
 from ..records.summary import format_table
 from .inputs import inputs_markdown
+from .sections import diagnosis_markdown, phases_markdown, recovery_markdown, stability_markdown
+from .servermetrics import markdown_section as server_metrics_markdown
 
 
-def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[str, str]:
-    """mask: a function that returns a copy of a string or JSON-like value with secrets scrubbed (the
-    experiment's mask); both files are written from the masked report, and the Markdown is scrubbed again
-    whole, for whatever the table formatting brought in."""
+def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[str, str, str, str | None]:
+    """Write report.json, report.md, junit.xml and report.html; returns their paths (report.html's None when it
+    could not be drawn: the others stand, and stderr says why).
+
+    mask: a function that returns a copy of a string or JSON-like value with secrets scrubbed (the
+    experiment's mask); every file is written from the masked report, and the Markdown, the XML and the page
+    are scrubbed again whole, for whatever formatting (or, in the page, the records) brought in."""
     mask = mask or (lambda x: x)
     report = mask(json.loads(json.dumps(report, default=str)))
     growth = next((c["growth"] for c in report.get("checks", []) if c.get("growth")), None)
@@ -25,7 +30,22 @@ def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[s
     md_path = os.path.join(run_dir, "report.md")
     with open(md_path, "w") as f:
         f.write(mask(markdown(report, steps)))
-    return json_path, md_path
+    from .junit import write_junit
+
+    junit_path = write_junit(run_dir, report, mask)
+    try:
+        from .html import write_html  # here: plotly costs a run's start-up 0.2 s it would not use until the end
+
+        html_path = write_html(run_dir, report, mask=mask)
+    except Exception as e:  # noqa: BLE001 - a drawing bug must not cost the run its verdict and other reports
+        import sys
+        import traceback
+
+        print(f"warning: report.html not written: {type(e).__name__}: {e}\n"
+              f"{''.join(traceback.format_exc(limit=-3))}(report.json and report.md are complete; "
+              f"`chaos report {run_dir}` draws it again once fixed)", file=sys.stderr)
+        html_path = None
+    return json_path, md_path, junit_path, html_path
 
 
 def _ts(t: float, t0: float) -> str:
@@ -37,8 +57,9 @@ def markdown(r: dict, steps: list) -> str:
     lines = [f"# {r['experiment']['name']}: {verdict}", ""]
     if r["experiment"].get("description"):
         lines += [r["experiment"]["description"].strip(), ""]
-    lines += [f"- started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(r['started']))}, "
-              f"took {r['duration_s']:.0f}s, exit code {r['exit_code']}",
+    started = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(r["started"])) if r.get("started") else "-"
+    took = f"{r['duration_s']:.0f}s" if r.get("duration_s") is not None else "-"
+    lines += [f"- started {started}, took {took}, exit code {r.get('exit_code')}",
               f"- target: {r['target'].get('kind')} `{r['target'].get('name')}`, model `{r['target'].get('model')}`, "
               f"{len(r['target'].get('instances', []))} instance(s)"]
     if r.get("reason"):
@@ -56,8 +77,14 @@ def markdown(r: dict, steps: list) -> str:
             from ..verify.growth import markdown as growth_markdown
 
             lines += [""] + growth_markdown(c["growth"])[:-1]
-    lines += ["", "## Load, per step", "", "```", format_table(steps) if steps else "(no requests recorded)", "```",
+    t0 = r.get("load_started") or r["started"]
+    lines += [""] + recovery_markdown(r.get("recovery"), t0) + phases_markdown(r.get("phases"))
+    lines += stability_markdown(r.get("stability"))
+    lines += ["## Load, per step", "", "```", format_table(steps) if steps else "(no requests recorded)", "```",
               "", "Latency is P50/P95/P99, never the mean; jitter is E2E P99/P50. Errors are split by class.", ""]
+    if "server_metrics" in r:
+        lines += server_metrics_markdown(r.get("server_metrics"), t0)
+    lines += diagnosis_markdown(r.get("diagnosis"), r.get("advice"))
     lines += inputs_markdown(r.get("inputs") or [])  # each section ends with a blank line
     lines += ["## Faults", ""]
     for f in r["faults"]:
@@ -73,7 +100,6 @@ def markdown(r: dict, steps: list) -> str:
     if not r["faults"]:
         lines.append("- none")
     lines += ["", "## Timeline", "", "| time | event | detail |", "|---|---|---|"]
-    t0 = r.get("load_started") or r["started"]
     for e in r["timeline"]:
         detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event") and not isinstance(v, (dict, list)))
         lines.append(f"| {_ts(e['t'], t0)} | {e['event']} | {detail[:160]} |")

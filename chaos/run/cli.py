@@ -47,10 +47,12 @@ def register(sub, formatter) -> None:
     ls.add_argument("what", choices=["faults", "experiments", "targets"])
     ls.set_defaults(func=cmd_list)
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of experiment or target files",
+    sc = sub.add_parser("schema", help="print the JSON Schema of experiment or target files, or of report.json",
                         formatter_class=formatter,
-                        epilog="example (VS Code YAML extension):\n  chaos schema > .vscode/chaos-experiment.schema.json")
-    sc.add_argument("which", nargs="?", default="experiment", choices=["experiment", "target"])
+                        epilog="examples:\n  chaos schema > .vscode/chaos-experiment.schema.json   # VS Code YAML "
+                               "extension\n  chaos schema report > report.schema.json            # report.json, "
+                               "version 2")
+    sc.add_argument("which", nargs="?", default="experiment", choices=["experiment", "target", "report"])
     sc.set_defaults(func=cmd_schema)
 
     r = sub.add_parser("recover", help="undo what a killed run left behind", formatter_class=formatter,
@@ -215,6 +217,10 @@ def cmd_list(a) -> int:
 
 
 def cmd_schema(a) -> int:
+    if a.which == "report":
+        from ..report.schema import REPORT
+        print(json.dumps(REPORT, indent=2))
+        return 0
     from ..experiment import schema as S
     print(json.dumps(S.EXPERIMENT if a.which == "experiment" else S.TARGET_FILE, indent=2))
     return 0

@@ -19,6 +19,7 @@ import traceback
 
 import psutil
 
+from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
 from ..faults import FaultContext, FaultError, make_fault
@@ -27,8 +28,8 @@ from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
 from ..verify import checks as V
 from .journal import Journal
-from .loadspec import load_config
 from .procs import RUN_ID_ENV, become_subreaper, create_time, run_id_for
+from .scrape import start_for_run
 from .timing import restart_warnings
 from .view import View
 from .wrapup import (
@@ -90,6 +91,7 @@ class Runner:
         self.restarts: list[threading.Thread] = []  # slow reverts (restarts) running beside the schedule
         self.up_since: dict = {}  # instance id -> last health pass, as the load ended
         self.final_health = None
+        self.scraper = None  # chaos.run.scrape.Scraper: /metrics through the run, from before the load
 
     def now(self) -> float:
         """Unix seconds on the records' clock: from the load's start on, its wall time plus monotonic time
@@ -151,7 +153,11 @@ class Runner:
                 f.write(self.public(traceback.format_exc()))
             self.view.event("error", f"{self.reason} (traceback in error.txt)")
         finally:
-            self._rollback()
+            try:
+                self._rollback()
+            finally:  # stopped there before the target went down; again here (idempotent) if the rollback raised
+                if self.scraper is not None:
+                    self.scraper.stop()
             if self.signals:  # whatever was under way when the signal came, the run was interrupted
                 code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
             code = finish(self, code)
@@ -214,6 +220,7 @@ class Runner:
     def _start_load(self) -> None:
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
                           ignore_eos=self.exp.target.ignore_eos)
+        self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
         self.load = LoadRun(cfg, progress=lambda m: None)
         self.load.start()
         self.load_t0, self.load_m0 = self.load.t_start, time.monotonic()
@@ -289,7 +296,8 @@ class Runner:
         if slo.is_empty():
             return True, "no steady-state SLO given; health only"
         w = V.window(self.recent, now - self.exp.steady_window, now)
-        got = V.slo_checks("steady state", [r for r in w if r.t_end is not None], slo, min_requests=3)
+        got = V.slo_checks("steady state", [r for r in w if r.t_end is not None], slo, min_requests=3,
+                           judge_few=True)
         bad = [f"{c.name.split()[-1]} {c.measured} (needs {c.threshold})" for c in got if not c.passed]
         return (not bad), ("; ".join(bad) if bad else
                            "; ".join(f"{c.name.split()[-1]} {c.measured}" for c in got))
@@ -396,11 +404,16 @@ class Runner:
             self._take(self.load.new_records())
             self.journal.write("load_stopped", records=self.num_records)
         if self.target is not None:
-            if self.target.starts_processes and not self.should_stop():
-                health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
-                self.final_health = health
-                self.journal.write("final_health", health=health)
-                self.notes += save_metrics(self.target, self.run_dir)
+            try:
+                if self.target.starts_processes and not self.should_stop():
+                    health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
+                    self.final_health = health
+                    self.journal.write("final_health", health=health)
+                    if self.scraper is None:  # scraping off: the one /metrics of the end, as before
+                        self.notes += save_metrics(self.target, self.run_dir)
+            finally:  # before the target stops, whatever failed above; its last scrape is kept as metrics-ID.txt
+                if self.scraper is not None:
+                    self.scraper.stop(final=self.final_health is not None and not self.should_stop())
             late = [t for t in self.restarts if t.is_alive()]  # still stopping its instances (a slow stop)
             try:
                 self.target.down(grace=0.5 if fast() else 5.0)

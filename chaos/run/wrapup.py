@@ -12,11 +12,15 @@ import psutil
 from ..records.labels import label_records
 from ..records import read_records
 from ..records.summary import summarize, summarize_steps
+from ..report.servermetrics import summarize_metrics
 from ..report.writer import write_reports
 from ..verify import checks as V
+from ..verify.evidence import REPORT_VERSION, analyse, settings_for
+from ..verify.stability import fault_phases, stability_report
 from ..verify.verdict import RunFacts, run_checks
 from .journal import read_journal
 from .procs import kill_processes, marked
+from .scrape import METRICS_FILE
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 VERDICTS = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted", EXIT_NOT_JUDGED: "inconclusive",
@@ -56,6 +60,7 @@ def finish(run, code: int | None) -> int:
                             {s.name: s.duration for s in plan.stages}) if plan else []
     exp = run.exp
     report = {
+        "report_version": REPORT_VERSION,
         "experiment": {"name": exp.name, "description": exp.description, "file": exp.path},
         "verdict": verdict, "exit_code": code, "reason": run.reason, "started": run.started,
         "duration_s": time.monotonic() - run.started_m, "load_started": run.load_t0,
@@ -76,11 +81,31 @@ def finish(run, code: int | None) -> int:
         report["timeline"] = read_journal(os.path.join(run.run_dir, "journal.jsonl"))
     except FileNotFoundError:
         report["timeline"] = []
+    _evidence(run, report, records, bool(plan and plan.open_loop))
     report = run.public(report)
     write_reports(run.run_dir, report, steps, mask=run.public)  # the Markdown is scrubbed again, whole
     run.journal.close()
     run.report = report
     return code
+
+
+def _evidence(run, report: dict, records: list, open_loop: bool) -> None:
+    """The server's metrics over time, output stability, the phases with their intervals, the recovery figures,
+    the diagnosis. A report is always written: a defect here costs these sections (said in the notes), never the
+    report or the verdict."""
+    exp = run.exp
+    try:
+        report["server_metrics"] = summarize_metrics(os.path.join(run.run_dir, METRICS_FILE),
+                                                     getattr(exp, "metrics_interval", None) or None)
+        load_end = max((r.t_end or r.t_start for r in records), default=None)
+        report["stability"] = stability_report(records, exp.verify.stability, fault_phases(run.faults, load_end))
+        settings = settings_for(exp, run.load_t0, load_end, open_loop)
+        report.update(analyse(records, report["timeline"], settings, report["steps"], report.get("server_metrics"),
+                              report.get("stability")))
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        report["notes"].append(f"the evidence sections could not be computed ({type(e).__name__}: {e}); "
+                               f"`chaos report {run.run_dir}` tries again from the files")
+        report.setdefault("report_version", REPORT_VERSION)
 
 
 def _replay_check(run):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..records import ERROR_OUTCOMES, RequestRecord
+from . import stats
 
 
 @dataclass(slots=True)
@@ -69,11 +70,6 @@ def window(records, start: float, end: float) -> list[RequestRecord]:
     return [r for r in records if start <= r.t_start < end]
 
 
-def ended_in(records, start: float, end: float) -> list[RequestRecord]:
-    """Requests that ended in [start, end): how the service looked from outside in that span."""
-    return [r for r in records if r.t_end is not None and start <= r.t_end < end]
-
-
 def overlapping(records, start: float, end: float) -> list[RequestRecord]:
     """Requests in flight at any moment of [start, end]: the ones a fault could touch."""
     return [r for r in records if r.t_start <= end and (r.t_end or r.t_start) >= start]
@@ -93,9 +89,13 @@ SLO_FIELDS = {"p50_latency": (50, False), "p95_latency": (95, False), "p99_laten
               "ttft_p95": (95, True), "ttft_p99": (99, True)}
 
 
-def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int = 1) -> list[Check]:
-    """The SLO over records (requests sent in some window). Not judged only when the load sent too few; sent
-    but not answered before the load ended (cancelled) is the target's: a replica hung at the end fails."""
+def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int = 1,
+               judge_few: bool = False) -> list[Check]:
+    """The SLO over records (requests sent in some window). Not judged when the load sent too few, or when a
+    percentile rests on fewer answers than make it more than "the largest one" (P95: 20, P99: 100): it says how
+    many it needs (judge_few: judge on the point value anyway, saying so — the steady-state gate, which must
+    decide). Sent but not answered before the load ended (cancelled) is the target's: a replica hung at the end
+    fails."""
     out = []
     n = len(_judged(records))
     if n < min_requests:
@@ -111,28 +111,38 @@ def slo_checks(prefix: str, records: list[RequestRecord], slo, min_requests: int
         bound = getattr(slo, name)
         if bound is None:
             continue
-        v = latency(records, q, ttft)
-        out.append(Check(f"{prefix} {name}", v is not None and v <= bound, fmt_s(v), f"<= {fmt_s(bound)}",
-                         f"over {n} requests"))
+        e = stats.percentile(_latencies(records, ttft), q)
+        need = stats.min_point_samples(q)
+        if e.n < need and judge_few:
+            out.append(Check(f"{prefix} {name}", e.value is not None and e.value <= bound, fmt_s(e.value),
+                             f"<= {fmt_s(bound)}", f"over {e.n} answers, fewer than the {need} a P{q} needs"))
+        elif e.n < need:
+            out.append(not_judged(f"{prefix} {name}", f"{e.n} answers", f"<= {fmt_s(bound)}",
+                                  f"a P{q} needs at least {need} answers (has {e.n}); lengthen the window or the "
+                                  f"load"))
+        else:
+            out.append(Check(f"{prefix} {name}", e.value <= bound, fmt_s(e.value), f"<= {fmt_s(bound)}",
+                             f"over {e.n} answers; {_interval(e)}"))
     if slo.error_rate is not None:
-        v = error_rate(records)
-        out.append(Check(f"{prefix} error_rate", v is not None and v <= slo.error_rate, fmt_pct(v),
-                         f"<= {fmt_pct(slo.error_rate)}", f"over {n} requests"))
+        k = sum(1 for r in _judged(records) if r.outcome in ERROR_OUTCOMES)
+        e = stats.proportion(k, n)
+        out.append(Check(f"{prefix} error_rate", e.value is not None and e.value <= slo.error_rate,
+                         fmt_pct(e.value), f"<= {fmt_pct(slo.error_rate)}",
+                         f"{k} of {n} requests; {_interval(e, fmt_pct)}"))
     return out
 
 
-def slo_met(records, slo) -> bool:
-    return all(c.passed is True for c in slo_checks("x", records, slo))
+def _latencies(records, ttft: bool) -> list[float]:
+    out = []
+    for r in records:
+        end = r.t_first if ttft else r.t_end
+        if r.outcome == "ok" and end is not None:
+            out.append(end - r.t_start)
+    return out
 
 
-def recovery_point(records, fault_start: float, end: float, slo, width: float = 5.0, step: float = 0.5,
-                   not_before: float | None = None) -> float | None:
-    """Start of the first window (width s, sliding by step) after fault_start whose requests meet the SLO
-    (error rate and latency); None if no window does before the run ends."""
-    t = max(fault_start, not_before or fault_start)
-    while t + width <= end + 1e-9:
-        w = ended_in(records, t, t + width)
-        if len(_judged(w)) >= 2 and slo_met(w, slo):
-            return t
-        t += step
-    return None
+def _interval(e, fmt=None) -> str:
+    fmt = fmt or fmt_s
+    if e.low is None or e.high is None:
+        return f"interval needs n>={e.needs}" if e.needs else "no interval"
+    return f"{e.confidence:.0%} interval {fmt(e.low)}-{fmt(e.high)}"

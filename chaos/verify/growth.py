@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..experiment.verifyspec import GROWTH_METRICS as METRICS, Growth
 from ..records import ERROR_OUTCOMES
+from ..sizes import size_list
 from .checks import Check, fmt_s
 
-METRICS = ("ttft", "e2e")
 MIN_STEP = 0.10  # a step is expected to grow the P50 by at least this fraction (a floor for a flat base)
 BOOTSTRAP = 400
-DEFAULTS = {"metric": "ttft", "max_knee_ratio": 3.0, "min_requests": 8, "confidence": 0.9}
 
 
 @dataclass(slots=True)
@@ -185,25 +185,20 @@ def analyse(records, sizes, metric: str = "ttft", max_knee_ratio: float = 3.0, m
 
 def sizes_of(load: dict) -> list[int] | None:
     """The sizes of load.input_tokens when it is a list of sizes, else None."""
-    from ..load.workloads import _range, sizes
-
-    try:
-        return list(sizes(_range(load.get("input_tokens"), "input_tokens")) or []) or None
-    except ValueError:
-        return None
+    return size_list(load.get("input_tokens"))
 
 
-def growth_check(records, load: dict, spec: dict | None) -> GrowthCheck:
-    """verify: latency_growth: {metric, max_knee_ratio, min_requests, confidence}."""
-    p = {**DEFAULTS, **(spec or {})}
-    metric, bound = p["metric"], float(p["max_knee_ratio"])
+def growth_check(records, load: dict, spec: Growth | None) -> GrowthCheck:
+    """verify: latency_growth (its defaults when spec is None)."""
+    p = spec or Growth()
+    metric, bound = p.metric, p.max_knee_ratio
     name = f"latency growth with input length ({metric})"
     threshold = f"no knee: no step over {bound:g}x the line through the smaller sizes"
     steps = sizes_of(load)
     if not steps:
         return GrowthCheck(name, None, "-", threshold, "not judged: load.input_tokens is not a list of sizes "
                                                       "(e.g. [1000, 2000, 4000, 8000, 16000])")
-    a = analyse(records, steps, metric, bound, int(p["min_requests"]), float(p["confidence"]),
+    a = analyse(records, steps, metric, bound, p.min_requests, p.confidence,
                 seed=int(load.get("seed", 0) or 0))
     fit = a["fits"].get(metric)
     measured = "-" if fit is None else (

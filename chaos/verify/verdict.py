@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..common import parse_duration, parse_percent
-from ..experiment.model import SLO
+from ..experiment.verifyspec import SLO
 from . import checks as V
 from .inputs import input_checks
+from .recovery import Timeline, failover
 
 
 @dataclass(slots=True)
@@ -37,21 +37,19 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
     applied = [f for f in facts.faults if f.applied]
     f_start = min((f.applied_at for f in applied), default=None)
     f_end = max((getattr(f, "reverted_at", None) or end for f in applied), default=None)
-    if "error_rate_during_fault" in v and f_start is not None:
-        bound = parse_percent(v["error_rate_during_fault"]["max"])
+    if v.error_rate_during_fault is not None and f_start is not None:
+        bound = v.error_rate_during_fault
         w = V.overlapping(records, f_start, f_end)
         er = V.error_rate(w)
         out.append(V.Check("error rate during the fault", er is not None and er <= bound, V.fmt_pct(er),
                            f"<= {V.fmt_pct(bound)}", f"{len(w)} requests in flight between the first fault "
                                                      f"and the last revert"))
-    if "slo_during_fault" in v and f_start is not None:
-        out += V.slo_checks("during the fault", V.overlapping(records, f_start, f_end),
-                            SLO.from_dict(v["slo_during_fault"]))
+    if v.slo_during_fault is not None and f_start is not None:
+        out += V.slo_checks("during the fault", V.overlapping(records, f_start, f_end), v.slo_during_fault)
     slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
     recovered = None
     if f_start is not None:
-        rt = v.get("recovery_time") or {}
-        width = parse_duration(rt.get("window", "5s"))
+        width = v.recovery_window
         # A fault on a link (a toxic, a proxy rule) is a condition that lasts until it is reverted: what it
         # hit may end long after it began (a stalled stream ends at its client's timeout), so the service
         # recovers from its revert. An instance fault is an event: the service recovers from the moment it
@@ -59,21 +57,25 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
         ends = [f.reverted_at for f in applied if getattr(f, "family", None) in ("network", "llm")
                 and getattr(f, "reverted_at", None) is not None]
         r_from = max([f_start, *ends])
-        recovered = V.recovery_point(records, r_from, end, slo, width)
-        if "recovery_time" in v:
-            bound = parse_duration(rt["max"])
+        # on the records' own clock: the first moment after which the requests ending in a window meet the SLO
+        fo = failover(Timeline(records, slo), r_from, width)
+        recovered = fo["at"]
+        if v.recovery_time is not None:
+            bound = v.recovery_time.max
             took = None if recovered is None else recovered - r_from
             since = "the revert of the last link fault" if ends else "the first fault"
             out.append(V.Check("recovery time", took is not None and took <= bound,
                                "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
                                f"from {since} until the requests ending in a {width:g}s window "
-                               f"meet the steady-state SLO"))
-    if "slo_after" in v:
+                               f"meet the steady-state SLO"
+                               + (f" (to within {fo['resolution_s'] * 1000:.0f} ms: the records' spacing)"
+                                  if fo.get("resolution_s") else "")))
+    if v.slo_after is not None:
         after_from = recovered if recovered is not None else (f_end or facts.load_t0 or 0)
         after = [r for r in records if r.t_start >= after_from]
-        out += V.slo_checks("after recovery", after, SLO.from_dict(v["slo_after"]))
-    if "status_codes" in v:
-        allowed = set(v["status_codes"]["allowed"])
+        out += V.slo_checks("after recovery", after, v.slo_after)
+    if v.status_codes is not None:
+        allowed = set(v.status_codes)
         seen = {}
         for r in records:
             if r.status is not None:
@@ -82,12 +84,11 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
         out.append(V.Check("status codes", not bad, ", ".join(f"{s}x{n}" for s, n in sorted(seen.items())),
                            f"only {sorted(allowed)}", "unexpected: " + ", ".join(map(str, sorted(bad)))
                            if bad else "connection-level failures are counted in the error rate"))
-    if v.get("served_by_all") and facts.target is not None:
+    if v.served_by_all and facts.target is not None:
         out.append(served_by_all(records, recovered, facts))
-    if "fallback" in v and f_start is not None:
-        within = parse_duration(v["fallback"]["within"])
-        paths = v["fallback"].get("paths") or ["backup", "cache"]
-        for path in paths:
+    if v.fallback is not None and f_start is not None:
+        within = v.fallback.within
+        for path in v.fallback.paths:
             hits = [r for r in records if r.outcome == "ok" and r.served_by == path and r.t_start >= f_start]
             first = min((r.t_end for r in hits), default=None)
             took = None if first is None else first - f_start
@@ -95,10 +96,15 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
                                "never" if took is None else f"after {V.fmt_s(took)}, {len(hits)} responses",
                                f"within {V.fmt_s(within)}", "first answer from that path after the first fault"))
     out += input_checks(facts.faults)
-    if "latency_growth" in v:
+    if v.latency_growth is not None:
         from .growth import growth_check
 
-        out.append(growth_check(records, exp.load, v["latency_growth"]))
+        out.append(growth_check(records, exp.load, v.latency_growth))
+    stability = v.get("stability") if isinstance(v, dict) else getattr(v, "stability", None)
+    if stability is not None:  # output stability through the faults (docs/stability.md)
+        from .stability import fault_phases, stability_checks
+
+        out += stability_checks(records, stability, fault_phases(facts.faults, end))[0]
     health = facts.final_health
     if health is not None and exp.steady_health:
         sick = [k for k, ok in health.items() if not ok]

@@ -125,7 +125,7 @@ def run_builds(exp, tmp_path):
     """What `chaos run` builds before it starts anything, built here from what the model gave."""
     from chaos.faults import make_fault
     from chaos.reference.gateway.settings import GatewaySettings
-    from chaos.run.loadspec import load_config
+    from chaos.experiment.loadspec import load_config
     from chaos.targets import make_target
     from chaos.targets.reference import gateway_settings
 

@@ -33,14 +33,25 @@ def reference():
 
 def test_records_are_complete_and_consistent(reference, tmp_path):
     before = metric(reference.base_url, "vllm:generation_tokens_total")
-    result, records = run(reference.base_url, fixed(4, 3.0), tmp_path)
+    # stability probes ride along (docs/stability.md): free to stop, so their lengths are not the chat's 4-8
+    probes = [(WorkloadSpec("stability", extra={"prompts": 2, "structured": 1, "max_tokens": 8}), 0.5)]
+    result, records = run(reference.base_url, fixed(4, 3.0), tmp_path, workload=CHAT + probes)
     assert len(records) >= 8
     assert len({r.id for r in records}) == len(records)
     for r in records:
         assert r.outcome == "ok", r
         # with ignore_eos a random model may produce only special tokens: tokens, but no text to time
         assert r.t_sched <= r.t_start <= (r.t_first if r.chunks else r.t_start) <= r.t_end
-        assert 4 <= r.output_tokens <= 8 and r.output_tokens_source == "usage"
+        assert (4 <= r.output_tokens <= 8 if r.case == "chat" else r.output_tokens <= 8)
+        assert r.output_tokens_source == "usage" and r.v == 3
+        assert len(r.output_sha) == 16 and len(r.output_head) <= 80 and r.garbled >= 0 and 0 <= r.repeat_ngram <= 1
+        # judged only where JSON was asked for: the structured probe (the reference server ignores response_format)
+        assert (r.json_valid is None) == (r.stability_key != "s1-json_object")
+    keyed = [r for r in records if r.stability_key]
+    assert {r.stability_key for r in keyed} <= {"s0-chat", "s1-json_object"} and keyed
+    assert all(r.case == "stability" and not r.ignore_eos and r.requested_tokens == 8 for r in keyed)
+    for key in {r.stability_key for r in keyed}:  # one replica, greedy: one answer a probe
+        assert len({r.output_sha for r in keyed if r.stability_key == key}) == 1
         assert r.input_tokens_source == "exact" and r.served_by == "L0" and r.step == "users=4"
         if r.chunks > 1:  # random bytes can merge in the UTF-8 decoder; gaps need two chunks
             assert r.max_itl is not None and r.itl_p50 <= r.max_itl

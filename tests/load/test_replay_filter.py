@@ -12,7 +12,7 @@ import pytest
 from chaos.load.replaynotes import replay_notes
 from chaos.load.replayopts import ReplayOptions
 from chaos.replay import ReplayFilter, count_body
-from chaos.run.loadspec import load_config
+from chaos.experiment.loadspec import load_config
 
 from .scripted_server import ScriptedServer
 

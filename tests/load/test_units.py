@@ -284,11 +284,31 @@ def test_input_tokens_count_the_whole_prompt_and_sizes_below_a_case_are_refused(
     assert est.input_tokens_source == "estimate"  # other servers' tokenizers are unknown: an estimate, said so
 
 
+def test_the_loads_byte_tokenizer_counts_what_the_reference_server_counts():
+    """The load keeps its own byte-level counting (the server stands alone): the two must agree on every prompt,
+    multi-byte text, empty content and any role included; the estimate is said to be one."""
+    from chaos.load.tokens import TokenCounter
+
+    tok, mine = ByteTokenizer(), TokenCounter("byte")
+    chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": ""}],
+             [{"role": "system", "content": "Réponds en français ✓"}, {"role": "user", "content": "数据 🚀\n\tx"},
+              {"role": "assistant", "content": "ok"}, {"role": "tool", "content": "{\"a\": 1}"}]]
+    for messages in chats:
+        assert mine.count_chat(messages) == len(tok.apply_chat_template(messages))
+    for prompt in ("", "a", "naïve café 🚀" * 50):
+        assert mine.count_prompt(prompt) == len(tok.encode(prompt))
+    assert (mine.kind, mine.source) == ("byte", "exact")
+    est = TokenCounter("estimate")
+    assert est.source == "estimate" and est.count_text("x" * 400) == 100
+    with pytest.raises(ValueError, match="'byte' or 'estimate'"):
+        TokenCounter("tiktoken")
+
+
 def test_no_ignore_eos_flag_and_the_experiment_switch_reach_the_load_config():
     import argparse
 
     from chaos.load.cli import build_config, register
-    from chaos.run.loadspec import load_config
+    from chaos.experiment.loadspec import load_config
 
     p = argparse.ArgumentParser()
     register(p.add_subparsers(), argparse.HelpFormatter)

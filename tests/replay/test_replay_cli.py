@@ -105,21 +105,28 @@ def test_a_target_file_is_started_replayed_against_and_stopped(tmp_path):
 
 def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
     log = tmp_path / "log.jsonl"
-    write_log(log, 10)  # spans 0.5 s: at 0.02x, 25 s, so Ctrl-C comes in the middle
+    write_log(log, 10)  # 11 requests within 0.5 s of each other ...
+    with open(log, "a") as f:  # ... and a 12th an hour later: the replay cannot be over when the Ctrl-C comes,
+        # however slow this machine is (a Ctrl-C timed by the clock once came after every request was sent)
+        f.write(json.dumps({"timestamp": 1000 + 3600, "max_tokens": 3,
+                            "messages": [{"role": "user", "content": "the last"}]}) + "\n")
     out = tmp_path / "out"
+    records = out / "requests.jsonl"
     target = os.path.join(os.path.dirname(__file__), "..", "..", "targets", "reference.yaml")
     p = subprocess.Popen([sys.executable, "-m", "chaos", "replay", str(log), target, "--var", "PRESET=tiny",
-                          "--speed", "0.02", "--out", str(out), "--interval", "0"], stdout=subprocess.PIPE,
+                          "--speed", "1", "--out", str(out), "--interval", "0"], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until the first replayed request is on record
-            if os.path.exists(out / "requests.jsonl") and os.path.getsize(out / "requests.jsonl"):
-                break
+        # The state the Ctrl-C needs, not a time: a replayed request on record (sent, answered) while the last
+        # one is still owed. The deadline only bounds a replay that never gets going.
+        deadline = time.monotonic() + 240
+        while not (records.exists() and records.stat().st_size) and p.poll() is None:
+            assert time.monotonic() < deadline, "no replayed request was recorded within 240 s"
             time.sleep(0.1)
+        assert p.poll() is None, p.communicate()[0]
         assert writers(out), "the target should be up"
         p.send_signal(signal.SIGINT)
-        text = p.communicate(timeout=60)[0]
+        text = p.communicate(timeout=120)[0]
     finally:
         if p.poll() is None:
             p.kill()
@@ -127,5 +134,6 @@ def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
     assert p.returncode == 130, text
     assert "stopping the target" in text
     s = json.load(open(out / "replay-summary.json"))
-    assert s["interrupted"] and 0 < s["sent"] < s["window"] and s["not_sent"] == s["window"] - s["sent"], s
+    assert s["window"] == 12 and s["interrupted"], s
+    assert 0 < s["sent"] < s["window"] and s["not_sent"] == s["window"] - s["sent"], s
     assert writers(out) == []  # replicas, gateway and Locust all stopped

@@ -6,6 +6,7 @@ checks: requests sent but left unanswered at the end fail the target, too few se
 from types import SimpleNamespace
 
 from chaos.experiment.model import SLO
+from chaos.experiment.verifyspec import Verify
 from chaos.records import RequestRecord
 from chaos.verify.checks import Check, slo_checks, verdict_of
 from chaos.verify.verdict import RunFacts, run_checks, served_by_all
@@ -105,12 +106,19 @@ def test_requests_left_unanswered_at_the_end_fail():
     assert "0 of 6 requests answered" in got[0].measured and "did not answer" in got[0].detail
     few = slo_checks("steady state re-checked", hung[:2], SLO_1S, min_requests=3)
     assert [c.passed for c in few] == [None]  # too few sent: the run's timing, not the target
-    healthy = recs([("r0", 20 + x / 2) for x in range(10)]) + [cancelled(24.9, 25.0)]
+    healthy = recs([("r0", 20 + x / 6) for x in range(30)]) + [cancelled(24.9, 25.0)]
     assert all(c.passed for c in slo_checks("x", healthy, SLO_1S, min_requests=3))
+    # 10 answers cannot carry a P95 (it would be the largest one): not judged, saying how many it needs; the
+    # steady-state gate, which must decide, judges the point value and says so
+    sparse = recs([("r0", 20 + x / 2) for x in range(10)])
+    p95 = next(c for c in slo_checks("x", sparse, SLO_1S, min_requests=3) if "p95" in c.name)
+    assert p95.passed is None and "needs at least 20 answers (has 10)" in p95.detail
+    gate = next(c for c in slo_checks("x", sparse, SLO_1S, min_requests=3, judge_few=True) if "p95" in c.name)
+    assert gate.passed is True and "fewer than the 20 a P95 needs" in gate.detail
 
 
 def test_a_target_wedged_at_the_end_fails_the_re_check_and_slo_after():
-    exp = SimpleNamespace(verify={"slo_after": {"p95_latency": "1s"}}, steady_slo=SLO_1S, steady_window=5.0,
+    exp = SimpleNamespace(verify=Verify(slo_after=SLO(p95_latency=1.0)), steady_slo=SLO_1S, steady_window=5.0,
                           steady_health=False)
     t = FakeTarget(["r0"])
     records = recs([("r0", x / 2) for x in range(40)]) + [cancelled(20 + x / 2, 30.0) for x in range(20)]

@@ -6,6 +6,7 @@ import random
 import pytest
 
 from chaos.records import RequestRecord
+from chaos.experiment.verifyspec import Growth
 from chaos.verify.growth import analyse, growth_check, knee, step_ratios
 
 SIZES = [1000, 2000, 4000, 8000, 16000]
@@ -36,7 +37,7 @@ def breaks_at_8k(n):
 
 
 def test_linear_growth_has_no_knee_and_passes():
-    c = growth_check(records(linear), LOAD, {"metric": "ttft", "max_knee_ratio": 3.0})
+    c = growth_check(records(linear), LOAD, Growth(metric="ttft", max_knee_ratio=3.0))
     assert c.passed is True, c.detail
     g = c.growth
     assert g["knee_tokens"] is None
@@ -54,13 +55,13 @@ def test_linear_growth_has_no_knee_and_passes():
 
 
 def test_super_linear_past_a_size_has_its_knee_there_and_fails():
-    c = growth_check(records(breaks_at_8k), LOAD, {"metric": "ttft", "max_knee_ratio": 3.0})
+    c = growth_check(records(breaks_at_8k), LOAD, Growth(metric="ttft", max_knee_ratio=3.0))
     assert c.passed is False, c.detail
     assert c.growth["knee_tokens"] == 8000
     assert "knee at 8000 tokens" in c.measured
     assert "8000 tokens" in c.detail
     # the same curve judged on E2E (TTFT + a fixed decode) finds the same knee
-    assert growth_check(records(breaks_at_8k), LOAD, {"metric": "e2e"}).growth["knee_tokens"] == 8000
+    assert growth_check(records(breaks_at_8k), LOAD, Growth(metric="e2e")).growth["knee_tokens"] == 8000
 
 
 def test_smooth_quadratic_stays_under_three_but_not_under_two():
@@ -74,7 +75,7 @@ def test_smooth_quadratic_stays_under_three_but_not_under_two():
 
 def test_too_few_requests_at_a_size_is_not_judged():
     recs = [r for r in records(linear) if r.input_tokens != 16000 or r.id.startswith(("0-", "1-", "2-"))]
-    c = growth_check(recs, LOAD, {"min_requests": 8})
+    c = growth_check(recs, LOAD, Growth(min_requests=8))
     assert c.passed is None
     assert "too few requests sent at 16000" in c.detail
     assert c.growth["sizes"][-1]["sent"] == 3
@@ -86,7 +87,7 @@ def test_few_sent_because_they_failed_fails():
     for r in recs:
         if r.input_tokens == 16000:
             r.outcome, r.t_first, r.t_end, r.status, r.timeout_kind = "timeout", None, r.t_start + 60, None, "total"
-    c = growth_check(recs, LOAD, {})
+    c = growth_check(recs, LOAD, Growth())
     assert c.passed is False and "16000 (2 of 2 failed)" in c.detail, c.detail
 
 
@@ -95,7 +96,7 @@ def test_sent_but_unanswered_fails():
     for r in recs:
         if r.input_tokens == 16000:
             r.outcome, r.t_first, r.t_end, r.status = "http_error", None, r.t_start + 0.01, 500
-    c = growth_check(recs, LOAD, {})
+    c = growth_check(recs, LOAD, Growth())
     assert c.passed is False
     assert "answered too few" in c.detail and "16000 (0 of 20)" in c.detail
 
@@ -105,15 +106,15 @@ def test_noise_that_hides_the_answer_is_not_judged():
     def mild(n):
         return linear(n) + (0.3e-3 * (n - 8000) if n > 8000 else 0)  # the last step 4x its base line
 
-    verdicts = [growth_check(records(mild, per_size=10, noise=0.9, seed=s), LOAD, {}).passed for s in range(6)]
+    verdicts = [growth_check(records(mild, per_size=10, noise=0.9, seed=s), LOAD, Growth()).passed for s in range(6)]
     assert None in verdicts, verdicts
     assert True not in verdicts, "noise never makes a knee pass"
     # and the same break without noise is a clear failure
-    assert growth_check(records(mild, noise=0.02), LOAD, {"max_knee_ratio": 3.0}).passed is False
+    assert growth_check(records(mild, noise=0.02), LOAD, Growth(max_knee_ratio=3.0)).passed is False
 
 
 def test_a_range_instead_of_sizes_is_not_judged():
-    c = growth_check(records(linear), {"input_tokens": "1000-16000"}, {})
+    c = growth_check(records(linear), {"input_tokens": "1000-16000"}, Growth())
     assert c.passed is None and "not a list of sizes" in c.detail
 
 

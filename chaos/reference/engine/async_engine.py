@@ -35,6 +35,8 @@ class AsyncEngine:
         self.dead: BaseException | None = None
         # Fault hooks (see chaos.reference.faults): read by the engine thread each step.
         self.step_delay = 0.0
+        self.step_slowdown = 1.0  # each step takes this factor of its measured time (proportional, not fixed)
+        self._slowdown_owed = 0.0  # seconds of slowdown not yet waited (see _slow_down)
         self._hang_until = 0.0
         self._hang_cancel = threading.Event()
         self.last_step_time = time.monotonic()
@@ -79,6 +81,20 @@ class AsyncEngine:
             raise RuntimeError(message)
         self._inbox.put(("call", fail))
         self._wake.set()
+
+    def set_step_slowdown(self, factor: float) -> None:
+        self._slowdown_owed = 0.0  # a new factor starts with nothing owed and no credit from the last one
+        self.step_slowdown = factor
+
+    def _slow_down(self, elapsed: float) -> None:
+        """Wait (step_slowdown - 1) x this step's time. A timed wait overshoots by ~0.1 ms, a tenth of a tiny
+        model's step, so the wait actually taken is counted against what is owed: over many steps the engine
+        spends exactly factor x its compute time, even where a single step's wait is below the timer's grain."""
+        self._slowdown_owed += (self.step_slowdown - 1.0) * elapsed
+        if self._slowdown_owed > 0:
+            t0 = time.perf_counter()
+            self._stop.wait(self._slowdown_owed)
+            self._slowdown_owed -= time.perf_counter() - t0
 
     def set_block_cap(self, cap: int | None) -> None:
         self._inbox.put(("call", lambda: self.engine.block_manager.set_block_cap(cap)))
@@ -165,6 +181,8 @@ class AsyncEngine:
                 self.last_step_time = time.monotonic()
                 if self.step_observer is not None:
                     self.step_observer(elapsed)
+                if self.step_slowdown > 1.0:
+                    self._slow_down(elapsed)  # before delivering: the step's own tokens come out late
                 self._deliver(outputs)
                 if self.step_delay > 0:
                     self._stop.wait(self.step_delay)

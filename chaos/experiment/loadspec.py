@@ -25,6 +25,10 @@ def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str
                                extra=opts.extra()), 1.0)]
     else:
         specs = [(WorkloadSpec(load.get("workload", "chat"), **common), 1.0)]
+    if "stability" in load:  # identical greedy probes mixed in at a share (docs/stability.md)
+        from ..load.stability import with_stability
+
+        specs = with_stability(specs, load["stability"])
     t = {**DEFAULT_TIMEOUTS, **(load.get("timeouts") or {})}
 
     def dur(v):

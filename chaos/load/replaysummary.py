@@ -1,5 +1,5 @@
 """The summary of a one-off replay (`chaos replay`): what was sent and what was not, line by line where it matters.
-Used by chaos.replay.cli only (it reads chaos.load's records and summary)."""
+Used by chaos.load.replaycli only (it reads the load's records and summary.json)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def format_summary(s: dict) -> str:
                  + "; status codes: " + (", ".join(f"{k}x{v}" for k, v in s["status_codes"].items()) or "-"))
     failed = s["failed"]
     if failed.get("count"):
-        from ..load.replaynotes import failed_lines
+        from .replaynotes import failed_lines
 
         lines.append(f"failed requests by source line ({failed['count']}): {failed_lines(failed)}")
     else:

@@ -1,8 +1,8 @@
 """`chaos replay LOGFILE TARGET`: replay a log or trace once, outside an experiment, and say what came of it.
 
-The one module of chaos.replay that uses the rest of the toolkit (imported by the `chaos` command only): the
-sending is chaos.load's driver (its timed Replayer, or its users / rate plans with --fast), a target file is
-started and stopped with chaos.targets, as `chaos run` does.
+It lives beside the load because it drives it: the sending is this package's driver (its timed Replayer, or its
+users / rate plans with --fast), reading the log through chaos.replay (which knows nothing of the load); a
+target file is started and stopped with chaos.targets, as `chaos run` does.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _on_term(signum, frame):
 
 
 def cmd_replay(a) -> int:
-    from ..load.driver import LoadError
+    from .errors import LoadError
 
     out = a.out or os.path.join("runs", time.strftime("replay-%Y%m%dT%H%M%SZ", time.gmtime()))
     previous = signal.signal(signal.SIGTERM, _on_term)
@@ -99,7 +99,7 @@ def cmd_replay(a) -> int:
         except (ValueError, OSError, LoadError, _Stop) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
-        from ..load.driver import run_load
+        from .driver import run_load
 
         mode = f"x{cfg.plan.replay_speed:g} of its timing" if cfg.plan.replay_speed else f"fast ({cfg.plan.kind})"
         print(f"replay: {a.logfile} -> {', '.join(urls)}, {mode}; writing to {out}", flush=True)
@@ -108,7 +108,7 @@ def cmd_replay(a) -> int:
         except (LoadError, ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
-        from .summary import build_summary, format_summary
+        from .replaysummary import build_summary, format_summary
 
         summary = build_summary(result, a.logfile, a.target, window, unreadable)
         with open(os.path.join(out, "replay-summary.json"), "w") as f:
@@ -138,9 +138,9 @@ def cmd_replay(a) -> int:
 
 def _prepare(a):
     """(replay options, requests owed or None for a timed replay, unreadable lines) from one streamed read."""
-    from ..load.cli import replay_options
-    from ..load.replayopts import FILTERED
-    from ..load.replaylog import log_entries
+    from .cli import replay_options
+    from .replaylog import log_entries
+    from .replayopts import FILTERED
 
     if a.speed is not None and a.speed <= 0:
         raise ValueError("--speed must be > 0")
@@ -216,9 +216,9 @@ def _vars(items: list[str]) -> dict:
 
 def _config(a, opts, window, urls, model, key_env, ignore_eos, out):
     from ..common import parse_duration
-    from ..load.driver import LoadConfig, Timeouts
-    from ..load.shapes import plan_from
-    from ..load.workloads import WorkloadSpec
+    from .driver import LoadConfig, Timeouts
+    from .shapes import plan_from
+    from .workloads import WorkloadSpec
 
     shape = {"duration": a.duration, "max_users": a.max_users, "stop_timeout": "5s"}
     if a.fast:

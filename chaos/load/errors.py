@@ -1,0 +1,8 @@
+"""The load's setup error, in a module of its own so that every part of the load can raise it without importing
+the driver (which imports those parts)."""
+
+from __future__ import annotations
+
+
+class LoadError(RuntimeError):
+    """A setup problem with a message that says what to do."""

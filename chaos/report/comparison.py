@@ -1,0 +1,178 @@
+"""`chaos report --compare A B`: run B against run A (the baseline), figure by figure.
+
+Figures, for the whole load and for each phase both runs have (the steady state, a fault's window by its name,
+after recovery): the E2E and TTFT distributions (Mann-Whitney U) and their P50/P95/P99 (bootstrap intervals of
+the difference and the ratio), the error rate (two-proportion test) and ok throughput (two Poisson rates). All
+verdicts of one comparison are corrected together (Holm), so comparing thirty figures does not flag one by chance
+(chaos/verify/compare.py). The recovery figures are shown side by side: one value a run has no noise of its own to
+test against (the gate of a later issue repeats runs for that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..records import ERROR_OUTCOMES, read_records
+from ..verify import compare as C
+from ..verify.stats import proportion, rate
+from .sections import estimate
+
+
+class CompareError(Exception):
+    pass
+
+
+def _load(run_dir: str) -> tuple[dict, list]:
+    req = os.path.join(run_dir, "requests.jsonl")
+    if not os.path.exists(req):
+        raise CompareError(f"{run_dir}: no requests.jsonl: give two run directories of `chaos run` or `chaos load`")
+    report = {}
+    path = os.path.join(run_dir, "report.json")
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except ValueError:
+            report = {}
+    return report, read_records(req)
+
+
+def _span(records) -> float:
+    if not records:
+        return 0.0
+    return max(r.t_end or r.t_start for r in records) - min(r.t_sched for r in records)
+
+
+def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float) -> list[dict]:
+    out = []
+    for metric, get in (("E2E", lambda r: r.t_end - r.t_start if r.t_end is not None else None),
+                        ("TTFT", lambda r: r.t_first - r.t_start if r.t_first is not None else None)):
+        va = np.fromiter((v for r in ra if r.outcome == "ok" and (v := get(r)) is not None), float)
+        vb = np.fromiter((v for r in rb if r.outcome == "ok" and (v := get(r)) is not None), float)
+        res = C.compare_latency(va, vb, confidence, name=f"{label} {metric}")
+        out += C.latency_figures(res)
+    ja = [r for r in ra if r.outcome != "cancelled"]
+    jb = [r for r in rb if r.outcome != "cancelled"]
+    fa = sum(r.outcome in ERROR_OUTCOMES for r in ja)
+    fb = sum(r.outcome in ERROR_OUTCOMES for r in jb)
+    out.append(C.compare_proportions(fa, len(ja), fb, len(jb), confidence, name=f"{label} error rate"))
+    if span_a > 0 and span_b > 0:
+        out.append(C.compare_rates(len(ja) - fa, span_a, len(jb) - fb, span_b, confidence,
+                                   name=f"{label} ok throughput"))
+    return out
+
+
+def _by_phase(records, phase: dict) -> list:
+    return [r for r in records if phase["start"] <= (r.t_end if r.t_end is not None else r.t_start) < phase["end"]]
+
+
+def summary(f: dict) -> str:
+    unit = "%" if f.get("kind") == "proportion" else "" if f.get("kind") == "rate" else "s"
+    if f["verdict"] == C.NOT_JUDGED:
+        return f"not judged: {f.get('why', '')}"
+    if f.get("kind") == "distribution":
+        return f"P(B > A) = {f.get('effect', 0):.2f}, p = {f['p_value']:.3g}"
+    parts = [f"A {estimate(f.get('a'), unit)} -> B {estimate(f.get('b'), unit)}"]
+    ratio = f.get("ratio") or {}
+    if ratio.get("value") is not None and ratio.get("low") is not None:
+        parts.append(f"ratio {ratio['value']:.3f} [{ratio['low']:.3f}-{ratio['high']:.3f}]")
+    parts.append(f"p = {f['p_value']:.3g}" + (f" (Holm {f['p_holm']:.3g})" if f.get("p_holm") is not None else ""))
+    return ", ".join(parts)
+
+
+def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95) -> dict:
+    (rep_a, ra), (rep_b, rb) = _load(a_dir), _load(b_dir)
+    figs = _figures(ra, rb, "whole load", confidence, _span(ra), _span(rb))
+    phases_b = {p["name"]: p for p in rep_b.get("phases") or []}
+    for pa in rep_a.get("phases") or []:
+        pb = phases_b.get(pa["name"])
+        if pb is None or pa.get("kind") == "run":
+            continue
+        figs += _figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
+                         pa["end"] - pa["start"], pb["end"] - pb["start"])
+    figs = C.compare_figures(figs, confidence)
+    for f in figs:
+        f["summary"] = summary(f)
+    comp = {"a": _side(a_dir, rep_a, ra), "b": _side(b_dir, rep_b, rb), "confidence": confidence,
+            "figures": figs, "recovery": _recovery_pairs(rep_a, rep_b),
+            "latency": {"a": _ecdf(ra), "b": _ecdf(rb)}}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "comparison.json"), "w") as f:
+        json.dump(comp, f, indent=2, default=float)
+    with open(os.path.join(out_dir, "comparison.md"), "w") as f:
+        f.write(markdown(comp))
+    try:
+        from .html import comparison_html
+    except ImportError:  # plotting unavailable: the Markdown and JSON say everything
+        comparison_html = None
+    if comparison_html is not None:
+        with open(os.path.join(out_dir, "comparison.html"), "w") as f:
+            f.write(comparison_html(comp))
+    return comp
+
+
+def _side(run_dir: str, report: dict, records) -> dict:
+    judged = [r for r in records if r.outcome != "cancelled"]
+    failed = sum(r.outcome in ERROR_OUTCOMES for r in judged)
+    return {"dir": os.path.abspath(run_dir), "name": (report.get("experiment") or {}).get("name") or
+            os.path.basename(os.path.normpath(run_dir)), "verdict": report.get("verdict"), "requests": len(records),
+            "error_rate": proportion(failed, len(judged)).to_dict(),
+            "throughput": rate(len(judged) - failed, max(_span(records), 1e-9)).to_dict()}
+
+
+def _ecdf(records, cap: int = 2000) -> dict:
+    """Sorted E2E and TTFT samples, thinned to at most cap points each, for the distribution plot."""
+    out = {}
+    for name, get in (("e2e", lambda r: r.t_end - r.t_start if r.t_end else None),
+                      ("ttft", lambda r: r.t_first - r.t_start if r.t_first else None)):
+        v = np.sort(np.fromiter((x for r in records if r.outcome == "ok" and (x := get(r)) is not None), float))
+        if v.size > cap:
+            v = v[np.linspace(0, v.size - 1, cap).astype(int)]
+        out[name] = [round(float(x), 6) for x in v]
+    return out
+
+
+def _recovery_pairs(a: dict, b: dict) -> list[dict]:
+    fa = {f["fault"]: f for f in (a.get("recovery") or {}).get("faults") or []}
+    out = []
+    for f in (b.get("recovery") or {}).get("faults") or []:
+        if f["fault"] in fa:
+            out.append({"fault": f["fault"], **{k: {"a": (fa[f["fault"]].get(k) or {}).get("value"),
+                                                    "b": (f.get(k) or {}).get("value")}
+                                                for k in ("time_to_detect", "time_to_failover", "time_to_restore")},
+                        "failed_requests": {"a": (fa[f["fault"]].get("error_budget") or {}).get("failed_requests"),
+                                            "b": (f.get("error_budget") or {}).get("failed_requests")}})
+    return out
+
+
+def markdown(comp: dict) -> str:
+    a, b = comp["a"], comp["b"]
+    worse = [f for f in comp["figures"] if f["verdict"] == C.WORSE]
+    better = [f for f in comp["figures"] if f["verdict"] == C.BETTER]
+    lines = [f"# {b['name']} (B) against {a['name']} (A): "
+             + (f"{len(worse)} figures WORSE" if worse else "no figure worse"), "",
+             f"- A: `{a['dir']}` ({a['requests']} requests, verdict {a.get('verdict')})",
+             f"- B: `{b['dir']}` ({b['requests']} requests, verdict {b.get('verdict')})",
+             f"- {len(comp['figures'])} figures at {comp['confidence']:.0%} confidence, corrected together (Holm): "
+             f"{len(worse)} worse, {len(better)} better, the rest no detectable change or not judged.", "",
+             "| figure | verdict | A → B |", "|---|---|---|"]
+    for f in comp["figures"]:
+        verdict = f"**{f['verdict'].upper()}**" if f["verdict"] in (C.WORSE, C.BETTER) else f["verdict"]
+        lines.append(f"| {f['figure']} | {verdict} | {f['summary']} |")
+    if comp.get("recovery"):
+        lines += ["", "## Recovery, side by side", "", "One value a run: no test (repeat runs to judge these).", "",
+                  "| fault | detect A / B | failover A / B | restore A / B | failed requests A / B |",
+                  "|---|---|---|---|---|"]
+        s = lambda v: "never" if v is None else f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"  # noqa: E731
+        for r in comp["recovery"]:
+            lines.append(f"| {r['fault']} | {s(r['time_to_detect']['a'])} / {s(r['time_to_detect']['b'])} | "
+                         f"{s(r['time_to_failover']['a'])} / {s(r['time_to_failover']['b'])} | "
+                         f"{s(r['time_to_restore']['a'])} / {s(r['time_to_restore']['b'])} | "
+                         f"{r['failed_requests']['a']} / {r['failed_requests']['b']} |")
+    lines += ["", "Latency: Mann-Whitney U on the distribution, bootstrap intervals of the P50/P95/P99 difference "
+                  "and ratio (B/A); error rate: two-proportion test (Fisher's exact when counts are small); "
+                  "throughput: two Poisson rates. docs/recovery.md and docs/reports.md define them.", ""]
+    return "\n".join(lines)
