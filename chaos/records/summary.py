@@ -146,6 +146,11 @@ def _count_faults(s: StepSummary, r: RequestRecord) -> None:
 
 def summarize_steps(records: list[RequestRecord], step_order: list[str], open_loop: bool = False,
                     durations: dict | None = None) -> list[StepSummary]:
+    """One StepSummary a step; records: a list, or chaos.records.columns.Columns (the same table, streaming)."""
+    from . import colsummary  # here: it imports this module
+
+    if isinstance(records, colsummary.Columns):
+        return colsummary.summarize_steps(records, step_order, open_loop, durations)
     by_step: dict[str, list[RequestRecord]] = {}
     for r in records:
         by_step.setdefault(r.step or "all", []).append(r)

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..records import read_records
+from ..records.columns import Columns
 from ..run.scrape import KEYS
 from . import plots
 from . import series as S
@@ -283,7 +283,7 @@ def write_html(run_dir: str, report: dict, records_path: str | None = None, metr
     returns its path. mask scrubs the page's text (the report given is already masked; records are not)."""
     records_path = records_path or os.path.join(run_dir, "requests.jsonl")
     metrics_path = metrics_path or os.path.join(run_dir, "metrics.jsonl")
-    records = read_records(records_path) if os.path.exists(records_path) else []
+    records = Columns.read(records_path) if os.path.exists(records_path) else []  # streaming: the plots' fields
     sm = report.get("server_metrics")
     if not (sm or {}).get("series") and os.path.exists(metrics_path):  # a report without the section
         sm = summarize_metrics(metrics_path) or sm

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..records import read_records
+from ..records.columns import Columns
 from ..records.summary import summarize_steps
 from ..run.journal import read_journal
 from ..verify.evidence import REPORT_VERSION, Settings, analyse
@@ -63,7 +63,7 @@ def rerender(run_dir: str) -> dict:
     if not os.path.exists(req):
         raise ReportError(f"{run_dir}: no requests.jsonl here: is this a run directory of `chaos run` or "
                           f"`chaos load`?")
-    records = read_records(req)
+    records = Columns.read(req)  # streaming: the fields the report reads, never every record as an object
     jpath = os.path.join(run_dir, "journal.jsonl")
     journal = read_journal(jpath) if os.path.exists(jpath) else []
     rpath = os.path.join(run_dir, "report.json")

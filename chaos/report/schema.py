@@ -47,6 +47,9 @@ REPORT = {
         "reason": {"type": ["string", "null"]},
         "started": NUM, "duration_s": NUM, "load_started": NUM,
         "target": {"type": "object"},
+        "load": {"type": ["object", "null"], "properties": {
+            "model": {"type": ["string", "null"]}, "tokenizer": {"enum": ["byte", "estimate", "auto", None]},
+            "token_counts": {"enum": ["exact", "estimate"]}}},
         "checks": {"type": "array", "items": CHECK},
         "steps": {"type": "array", "items": {"type": "object", "required": ["step", "requests"]}},
         "faults": {"type": "array", "items": {"type": "object", "required": ["name", "type", "applied"]}},

@@ -52,7 +52,12 @@ class Columns:
 
 
 def columns(records, t0: float | None, open_loop: bool = False) -> Columns:
-    """Columns from RequestRecords. t0: the x origin (the load's start; the first send when None)."""
+    """Columns from RequestRecords or chaos.records.columns.Columns. t0: the x origin (the load's start; the first
+    send when None)."""
+    from ..records.columns import Columns as Read  # the records read as columns: no loop over records
+
+    if isinstance(records, Read):
+        return _from_read(records, t0, open_loop)
     n = len(records)
     base = np.fromiter(((r.t_sched if open_loop else r.t_start) for r in records), dtype=float, count=n)
     start = np.fromiter((r.t_start for r in records), dtype=float, count=n)
@@ -72,6 +77,35 @@ def columns(records, t0: float | None, open_loop: bool = False) -> Columns:
                    ttft=np.where(ok, first - base, np.nan), e2e=np.where(ok, spent, np.nan), spent=spent,
                    outcome=outcome, classes=classes, error=error)
     _fault_labels(records, cols)
+    return cols
+
+
+def _from_read(c, t0: float | None, open_loop: bool) -> Columns:
+    """columns() of chaos.records.columns.Columns: the same arrays from its columns."""
+    base = c.t_sched if open_loop else c.t_start
+    ok = c.ok
+    if t0 is None:
+        t0 = float(base.min()) if len(c) else 0.0
+    spent = np.where(np.isnan(c.t_end), np.nan, c.t_end - base)
+    cols = Columns(t0=t0, sent=base - t0, done=np.where(np.isnan(c.t_end), c.t_start, c.t_end) - t0,
+                   ttft=np.where(ok, c.t_first - base, np.nan), e2e=np.where(ok, spent, np.nan), spent=spent,
+                   outcome=c.outcome.astype(np.int64), classes=list(c.tables["outcome"]), error=c.failed)
+    # (record, label) pairs in record order, each distinct fault string split once
+    codes, first = np.unique(c.fault, return_index=True)
+    names: dict[str, int] = {}
+    ids = [[] for _ in c.tables["fault"]]
+    for k in np.argsort(first):
+        if c.tables["fault"][codes[k]]:
+            keys = dict.fromkeys(rule_and_effect(x) for x in split_labels(c.tables["fault"][codes[k]]))
+            ids[codes[k]] = [names.setdefault(x, len(names)) for x in keys]
+    per_code = np.fromiter(map(len, ids), np.int64, len(ids))
+    rows = np.flatnonzero(per_code[c.fault] > 0) if len(ids) else np.empty(0, np.int64)
+    count = per_code[c.fault[rows]]
+    flat = np.fromiter((i for x in ids for i in x), np.int64, int(per_code.sum()))
+    at = np.repeat((np.cumsum(per_code) - per_code)[c.fault[rows]], count)
+    cols.label_rec = np.repeat(rows, count)
+    cols.label_idx = flat[at + np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count)]
+    cols.labels = list(names)
     return cols
 
 

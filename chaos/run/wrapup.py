@@ -75,6 +75,10 @@ def finish(run, code: int | None) -> int:
         "notes": run.notes + (run.load.notes if run.load else []),
         "inputs": [f.results() for f in run.faults if getattr(f, "family", None) == "input" and f.applied],
         "requests": len(records),
+        # what sized the prompts: "byte" counts exactly what the reference server counts; "estimate" (a vendor)
+        # is ~4 bytes a token, and each record's input_tokens_source says so too
+        "load": {"model": run.load.model, "tokenizer": run.load.tokenizer,
+                 "token_counts": "exact" if run.load.tokenizer == "byte" else "estimate"} if run.load else None,
     }
     run.journal.write("run_finished", verdict=verdict, exit_code=code)
     try:  # read once, run_finished included

@@ -7,12 +7,13 @@ p_value: a change is called when p_value <= alpha = 1 - confidence, in the direc
 what lets compare_figures correct a whole family of them at once (Holm).
 
 `tolerance` is the smallest change that counts (the null hypothesis becomes "changed by at most tolerance"): 0 is
-pure statistics, which with thousands of requests flags a 1 % drift as real; a regression gate wants e.g. 0.05.
-Relative for latency and rates, absolute (a difference of fractions) for proportions.
+pure statistics, which with thousands of requests flags a drift of a few percent as real; a regression gate
+wants a minimum effect (bench/compare_calibration.py uses 0.1). Relative for latency and rates, absolute (a
+difference of fractions) for proportions.
 
-The tests treat each request as an independent draw. Requests of one run are not quite that (a slow stretch of
-the host slows a run of neighbours), so a difference between two runs of the same code can come out larger than
-the intervals say; docs/verify.md and bench/compare_calibration.py say what that costs and how tolerance pays it.
+Without `groups` the tests treat each request as an independent draw. Requests in flight together are not (a
+hiccup of the host slows them all), and two runs never meet the same host; docs/statistics.md and
+bench/compare_calibration.py say what that costs, and how groups and tolerance pay for it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as st
 
-from .stats import (Estimate, _clean, _wilson, interval_of, min_point_samples, proportion, rate,
-                    resample_percentiles, sorted_percentiles)
+from .stats import (Estimate, _wilson, interval_of, min_point_samples, proportion, rate,
+                    resample_grouped_percentiles, resample_percentiles, sorted_percentiles)
 
 WORSE, BETTER, SAME, NOT_JUDGED = "worse", "better", "no detectable change", "not judged"
 
@@ -57,7 +58,7 @@ def _not_judged(fig: dict, why: str) -> dict:
 # -- latency ------------------------------------------------------------------------------------------------------
 
 def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: float = 0.0,
-                    resamples: int = 2000, qs=(50, 95, 99), name: str = "latency") -> dict:
+                    resamples: int = 2000, qs=(50, 95, 99), name: str = "latency", groups=None) -> dict:
     """Latency samples of run a and run b (seconds, any order), compared.
 
     Per percentile q ("p50", "p95", "p99"): the bootstrap distribution of P_q(b*) / P_q(a*) and P_q(b*) - P_q(a*),
@@ -73,18 +74,34 @@ def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: fl
     1 +- tolerance: "worse" when b is stochastically larger than (1 + tolerance) a at p <= alpha, "better"
     mirrored. `effect` is the common-language effect size P(b > a) + P(b = a) / 2 (0.5: no shift).
 
+    groups: None, or (labels of a, labels of b), one per value: values that share a label are resampled together
+    (a cluster bootstrap; e.g. the half-second a request started in). Requests in flight together share the host's
+    hiccups, so their latencies are not independent, and an independent resampling makes the tails look surer
+    than they are; grouping widens the percentile intervals by what the data show of that. Mann-Whitney cannot
+    see groups, so with them its figure keeps its effect size but is not judged.
+
     Returns {"figure", "n_a", "n_b", "confidence", "tolerance", "mann_whitney": figure, "p50": figure, ...};
     latency_figures() lists the figures for compare_figures."""
     alpha, tol = _alpha(confidence), _tol(tolerance)
-    sa, sb = np.sort(_clean(a)), np.sort(_clean(b))
+    (a, ga), (b, gb) = _finite(a, groups and groups[0]), _finite(b, groups and groups[1])
+    sa, sb = np.sort(a), np.sort(b)
     na, nb = sa.size, sb.size
     out = {"figure": name, "n_a": na, "n_b": nb, "confidence": confidence, "tolerance": tol, "resamples": resamples,
            "mann_whitney": _mann_whitney(sa, sb, alpha, tol, name)}
+    if groups is not None and out["mann_whitney"]["verdict"] != NOT_JUDGED:
+        out["mann_whitney"] = {**_not_judged(out["mann_whitney"], "Mann-Whitney counts every request as independent; "
+                                             "with groups the percentiles' grouped intervals judge"),
+                               "effect": out["mann_whitney"]["effect"]}
     pa, pb = sorted_percentiles(sa, qs, confidence), sorted_percentiles(sb, qs, confidence)
     judged = [q for q in qs if min(na, nb) >= min_point_samples(q)]
     rng = np.random.default_rng(seed)
-    da = resample_percentiles(sa, judged, resamples, rng) if judged else None
-    db = resample_percentiles(sb, judged, resamples, rng) if judged else None
+    if groups is None:
+        da = resample_percentiles(sa, judged, resamples, rng) if judged else None
+        db = resample_percentiles(sb, judged, resamples, rng) if judged else None
+    else:
+        da = resample_grouped_percentiles(a, ga, judged, resamples, rng) if judged else None
+        db = resample_grouped_percentiles(b, gb, judged, resamples, rng) if judged else None
+        out["groups"] = [int(np.unique(ga).size), int(np.unique(gb).size)]
     for q in qs:
         key = f"p{q:g}"
         fig = {"figure": f"{name} {key}", "kind": "latency", "a": pa[key].to_dict(), "b": pb[key].to_dict()}
@@ -94,6 +111,17 @@ def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: fl
         i = judged.index(q)
         out[key] = _percentile_figure(fig, da[:, i], db[:, i], pa[key], pb[key], alpha, tol, confidence)
     return out
+
+
+def _finite(values, labels):
+    v = np.asarray(values, dtype=float).ravel()
+    keep = np.isfinite(v)
+    if labels is None:
+        return v[keep], None
+    g = np.asarray(labels).ravel()
+    if g.size != v.size:
+        raise ValueError(f"groups must give one label per value: {g.size} labels for {v.size} values")
+    return v[keep], g[keep]
 
 
 def _percentile_figure(fig, ra, rb, ea: Estimate, eb: Estimate, alpha, tol, confidence) -> dict:

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from ..records import ERROR_OUTCOMES
+from ..records.columns import as_columns
 
 KV_FULL = 0.9  # KV usage at or over this (a fraction) counts as "near full"
 JITTER_HIGH = 3.0
@@ -60,7 +60,8 @@ def queueing(steps: list[dict], metrics: dict | None) -> dict | None:
 
 
 def memory(records, metrics: dict | None) -> dict | None:
-    timeouts = sum(1 for r in records if r.outcome == "timeout")
+    c = as_columns(records)
+    timeouts = int((c.outcome == c.code("outcome", "timeout")).sum())
     kv, kv_who = _series_max(metrics, "kv_usage")
     pre, pre_who = _series_max(metrics, "preemptions_total")
     full = kv is not None and kv >= KV_FULL
@@ -88,21 +89,24 @@ def decoding(stability: dict | None) -> dict | None:
 
 
 def context(records) -> dict | None:
-    failed = [r for r in records if r.outcome in ERROR_OUTCOMES]
-    ctx = [r for r in failed if (r.error_code or "").startswith("context_length")]
-    sizes = np.fromiter((r.input_tokens for r in records), float)
-    if len(sizes) >= 20 and failed:
+    c = as_columns(records)
+    failed = c.failed
+    refused = [i for i, v in enumerate(c.tables["error_code"]) if isinstance(v, str) and v.startswith("context_length")]
+    ctx = int((failed & np.isin(c.error_code, refused)).sum())
+    sizes = c.input_tokens.astype(float)
+    n_failed = int(failed.sum())
+    if len(sizes) >= 20 and n_failed:
         top = np.percentile(sizes, 75)
-        long_fail = sum(1 for r in failed if r.input_tokens >= top)
+        long_fail = int((failed & (sizes >= top)).sum())
         long_all = int((sizes >= top).sum())
-        short_fail, short_all = len(failed) - long_fail, len(sizes) - long_all
+        short_fail, short_all = n_failed - long_fail, len(sizes) - long_all
         skewed = long_all and short_all and long_fail / long_all > 3 * max(short_fail / short_all, 1e-9) \
             and long_fail >= 3
     else:
         skewed = False
     if not ctx and not skewed:
         return None
-    evidence = [f"{len(ctx)} requests refused with context_length_exceeded"] if ctx else []
+    evidence = [f"{ctx} requests refused with context_length_exceeded"] if ctx else []
     if skewed:
         evidence.append(f"the longest quarter of inputs (>= {top:.0f} tokens) failed {long_fail} of {long_all}, "
                         f"the rest {short_fail} of {short_all}")
@@ -111,8 +115,8 @@ def context(records) -> dict | None:
 
 
 def burst(records) -> dict | None:
-    t = np.sort(np.fromiter((r.t_end for r in records if r.outcome == "http_error" and (r.status or 0) >= 500
-                             and r.t_end is not None), float))
+    c = as_columns(records)
+    t = np.sort(c.t_end[(c.outcome == c.code("outcome", "http_error")) & (c.status >= 500) & ~np.isnan(c.t_end)])
     if len(t) < 5:
         return None
     # the densest BURST_WINDOW_S span
@@ -137,6 +141,8 @@ def contention(steps: list[dict]) -> dict | None:
 
 
 def diagnose(records, steps: list[dict], metrics: dict | None, stability: dict | None) -> list[dict]:
+    """records: a list, or chaos.records.columns.Columns."""
+    records = as_columns(records)  # once for every rule
     found = [queueing(steps, metrics), memory(records, metrics), decoding(stability), context(records),
              burst(records), contention(steps)]
     return [f for f in found if f]

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ..experiment.verifyspec import SLO
+from ..records.columns import as_columns
 from . import diagnosis, phases, recovery
 
 REPORT_VERSION = 2
@@ -51,10 +54,13 @@ def settings_for(exp, load_start: float | None, load_end: float | None, open_loo
 
 def analyse(records, journal: list[dict], s: Settings, steps: list[dict], metrics: dict | None = None,
             stability: dict | None = None) -> dict:
-    """The report sections: "analysis", "phases", "recovery", "diagnosis", "advice"."""
-    ends = [r.t_end or r.t_start for r in records]
-    load_start = s.load_start if s.load_start is not None else min((r.t_sched for r in records), default=0.0)
-    load_end = max(ends, default=load_start)
+    """The report sections: "analysis", "phases", "recovery", "diagnosis", "advice". records: a list, or
+    chaos.records.columns.Columns (what `chaos report` reads: a file of any length in bounded memory)."""
+    records = as_columns(records)  # once for every section
+    ends = np.where(np.isnan(records.t_end) | (records.t_end == 0), records.t_start, records.t_end)
+    load_start = (s.load_start if s.load_start is not None
+                  else float(records.t_sched.min()) if len(records) else 0.0)
+    load_end = float(ends.max()) if len(records) else load_start
     if s.load_end is not None:
         load_end = max(load_end, s.load_end)
     windows = recovery.fault_windows(journal)

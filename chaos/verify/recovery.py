@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..records import ERROR_OUTCOMES
+from ..records.columns import as_columns
 from .stats import rate
 
 MAX_CANDIDATES = 20_000  # windows tried per fault: a long run's fault with thousands of bad requests stays fast
@@ -62,31 +62,39 @@ def fault_windows(journal: list[dict]) -> list[FaultWindow]:
 
 
 class Timeline:
-    """The records as sorted columns: what every figure is computed from."""
+    """The records as sorted columns: what every figure is computed from. records: chaos.records.Columns or a
+    list of records; rows[i] is the Columns row of the i-th request by end time."""
 
     def __init__(self, records, slo):
-        recs = [r for r in records if r.outcome != "cancelled" and r.t_end is not None]
-        recs.sort(key=lambda r: r.t_end)
-        self.records = recs
-        self.start = np.fromiter((r.t_start for r in recs), float, len(recs))
-        self.end = np.fromiter((r.t_end for r in recs), float, len(recs))
-        self.failed = np.fromiter((r.outcome in ERROR_OUTCOMES for r in recs), bool, len(recs))
+        c = as_columns(records)
+        keep = np.flatnonzero(~c.cancelled & ~np.isnan(c.t_end))
+        self.cols = c
+        self.rows = keep[np.argsort(c.t_end[keep], kind="stable")]  # stable: ties keep the file's order
+        self.start = c.t_start[self.rows]
+        self.end = c.t_end[self.rows]
+        self.failed = c.failed[self.rows]
         self.ok = ~self.failed
         self.e2e = self.end - self.start
-        ttft = [(r.t_first - r.t_start) if r.t_first is not None else np.nan for r in recs]
-        self.ttft = np.asarray(ttft, float)
+        self.ttft = c.t_first[self.rows] - self.start  # nan where no first token came
         self.slo = slo
         # the strictest per-request latency bound the SLO implies: a request over it is a breach
         bounds = [b for b in (slo.p50_latency, slo.p95_latency, slo.p99_latency) if b is not None]
         self.bound = min(bounds) if bounds else None
         self.ttft_bound = min([b for b in (slo.ttft_p95, slo.ttft_p99) if b is not None], default=None)
-        slow = np.zeros(len(recs), bool)
+        slow = np.zeros(len(self.rows), bool)
         if self.bound is not None:
             slow |= self.ok & (self.e2e > self.bound)
         if self.ttft_bound is not None:
             slow |= self.ok & (np.nan_to_num(self.ttft, nan=0.0) > self.ttft_bound)
         self.slow = slow
-        self.t_last = float(self.end[-1]) if len(recs) else 0.0
+        self.t_last = float(self.end[-1]) if len(self.rows) else 0.0
+
+    def record(self, i: int):
+        """The i-th request by end time as a whole record (for evidence)."""
+        return self.cols.record(int(self.rows[i]))
+
+    def served_by(self, instance: str) -> np.ndarray:
+        return self.cols.served_by[self.rows] == self.cols.code("served_by", instance)
 
     def meets(self, lo: int, hi: int, min_requests: int = 2) -> bool:
         """Do records [lo, hi) (by end time) meet the SLO?"""
@@ -143,7 +151,7 @@ def detect(tl: Timeline, w: FaultWindow, until: float) -> dict:
                 best, why = breach_at[i], i
     if best is None:
         return _figure(None, None, "no request failed or breached the SLO after the fault began")
-    r = tl.records[why]
+    r = tl.record(why)
     what = (f"{r.outcome}" + (f" {r.status}" if r.status else "") + (f" {r.error_code}" if r.error_code else "")
             if tl.failed[why] else f"E2E {tl.e2e[why] * 1000:.0f} ms over the {tl.bound * 1000:.0f} ms bound")
     return _figure(best - w.start, best, f"request {r.id[:12]} ({what}, served by {r.served_by or '-'}"
@@ -192,8 +200,7 @@ def restore(tl: Timeline, w: FaultWindow, baseline, width: float, from_t: float 
     parts, at = [], w.start
     for inst in w.instances:
         since = w.back_at.get(inst, w.end if w.end is not None else w.start)
-        served = np.flatnonzero(tl.ok & (tl.start >= since)
-                                & np.fromiter((r.served_by == inst for r in tl.records), bool, len(tl.records)))
+        served = np.flatnonzero(tl.ok & (tl.start >= since) & tl.served_by(inst))
         if not len(served):
             why = "never served again" if w.end is not None else "was never brought back"
             return _figure(None, None, f"{inst} {why} before the run ended")

@@ -149,6 +149,7 @@ def dry_run(path) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+@pytest.mark.slow
 def test_generated_documents_validate_build_and_dry_run_agree(tmp_path):
     cases = list(documents())
     assert len(cases) > 800
@@ -194,6 +195,7 @@ def doc_value(doc, path):
         return None
 
 
+@pytest.mark.slow
 def test_the_command_line_dry_run_agrees_on_a_sample(tmp_path):
     rng = random.Random(7)
     cases = list(documents())

@@ -117,6 +117,7 @@ def test_dry_run_and_validate_print_no_secret(tmp_path):
         assert value not in r.stdout + r.stderr and password not in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_a_real_run_writes_no_secret_anywhere(tmp_path):
     value, password = token(), token("pw")
     p = tmp_path / "e.yaml"
@@ -202,9 +203,14 @@ load: {workload: chat, users: 2, duration: 4s}
 LONG = "sk-live-" + "Ab3" * 100  # longer than any clipped quote (80 and 160 characters)
 
 
+SLOW = pytest.mark.slow  # each case starts the CLI three or four times: the fast tier keeps the first
+
+
 @pytest.mark.parametrize("case,value", [
-    ("users", token("sk-live")), ("users", LONG), ("duration", LONG), ("replay", token("sk-live")),
-    ("target file", token("sk-live")), ("literal env", token("sk-live")), ("literal env list", token("sk-live")),
+    ("users", token("sk-live")), pytest.param("users", LONG, marks=SLOW), pytest.param("duration", LONG, marks=SLOW),
+    pytest.param("replay", token("sk-live"), marks=SLOW), pytest.param("target file", token("sk-live"), marks=SLOW),
+    pytest.param("literal env", token("sk-live"), marks=SLOW),
+    pytest.param("literal env list", token("sk-live"), marks=SLOW),
 ])
 def test_an_invalid_secret_value_is_masked_in_every_error(tmp_path, case, value):
     """Substitution runs before validation, so the value an error quotes can be a secret's: validate, dry-run

@@ -137,6 +137,7 @@ load: {workload: chat, users: 2, duration: 3s, input_tokens: INPUT, output_token
 """
 
 
+@pytest.mark.slow
 def test_input_tokens_below_the_exact_floor_are_refused_for_any_target_that_may_be_llm_chaos(tmp_path):
     """The run counts exactly for any server that says it is llm-chaos's, a process target running `chaos
     reference serve` among them: validate asks for that floor, and the run accepts what validate accepted."""

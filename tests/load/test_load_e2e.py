@@ -31,6 +31,7 @@ def reference():
         yield s
 
 
+@pytest.mark.slow
 def test_records_are_complete_and_consistent(reference, tmp_path):
     before = metric(reference.base_url, "vllm:generation_tokens_total")
     # stability probes ride along (docs/stability.md): free to stop, so their lengths are not the chat's 4-8
@@ -66,6 +67,7 @@ def test_records_are_complete_and_consistent(reference, tmp_path):
     assert os.path.exists(os.path.join(result.out_dir, "locust.html"))
 
 
+@pytest.mark.slow
 def test_timings_agree_with_a_server_whose_delays_we_control(tmp_path):
     with ScriptedServer("ok", first_delay=0.2, gap=0.05, tokens=6) as srv:
         _, records = run(srv.url, fixed(2, 3.0, max_requests=6), tmp_path)
@@ -106,6 +108,7 @@ def test_outcome_classes_from_real_causes(tmp_path, mode, outcome, code):
         assert r.timeout_kind == "first_token"
 
 
+@pytest.mark.slow
 def test_connect_error_and_json_ok(tmp_path):
     import socket
 
@@ -136,6 +139,7 @@ def test_connect_error_and_json_ok(tmp_path):
     assert ok and all(r.outcome == "ok" for r in ok)
 
 
+@pytest.mark.slow
 def test_total_timeout_and_retries_honour_retry_after(tmp_path):
     with ScriptedServer("ok", first_delay=0.0, gap=0.5, tokens=10) as srv:
         _, records = run(srv.url, fixed(1, 10.0, max_requests=1), tmp_path,
@@ -147,6 +151,7 @@ def test_total_timeout_and_retries_honour_retry_after(tmp_path):
     assert records[0].retries == 2 and records[0].retry_statuses == [429, 429]
 
 
+@pytest.mark.slow
 def test_requests_cut_by_the_end_are_cancelled(tmp_path):
     with ScriptedServer("ok", gap=1.0, tokens=30) as srv:
         plan = fixed(2, 1.5)
@@ -155,6 +160,7 @@ def test_requests_cut_by_the_end_are_cancelled(tmp_path):
     assert records and all(r.outcome == "cancelled" for r in records)
 
 
+@pytest.mark.slow
 def test_steps_each_get_a_summary(reference, tmp_path):
     result, records = run(reference.base_url, steps([1, 3], 2.5), tmp_path)
     assert [s.step for s in result.steps] == ["users=1", "users=3"]
@@ -163,6 +169,7 @@ def test_steps_each_get_a_summary(reference, tmp_path):
     assert "users=3" in result.table() and "all" in result.table()
 
 
+@pytest.mark.slow
 def test_open_loop_rate_counts_from_intended_send_time(tmp_path):
     with ScriptedServer("ok", first_delay=0.0, gap=0.3, tokens=4) as srv:
         # 10/s of ~1 s requests with a pool of only 2 users: the generator must fall behind, and say so.
@@ -176,6 +183,7 @@ def test_open_loop_rate_counts_from_intended_send_time(tmp_path):
     assert "generator fell behind" in result.table()
 
 
+@pytest.mark.slow
 def test_replay_keeps_original_timing_scaled(reference, tmp_path):
     log = tmp_path / "prod.jsonl"
     entries = [{"timestamp": 1000 + 2 * i, "case": f"c{i}", "messages": [{"role": "user", "content": f"q{i}"}],
@@ -191,6 +199,7 @@ def test_replay_keeps_original_timing_scaled(reference, tmp_path):
     assert by_case["empty"].outcome == "http_error" and by_case["empty"].status == 400
 
 
+@pytest.mark.slow
 def test_master_and_two_workers_write_one_complete_file(tmp_path):
     with ScriptedServer("ok", gap=0.01, tokens=3) as srv:
         result, records = run(srv.url, fixed(4, 4.0), tmp_path, workers=2)
@@ -202,6 +211,7 @@ def test_master_and_two_workers_write_one_complete_file(tmp_path):
     assert not os.path.exists(os.path.join(result.out_dir, "requests-w0.jsonl"))
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table_and_bad_input_is_exit_2(reference, tmp_path):
     out = tmp_path / "cli"
     p = subprocess.run([sys.executable, "-m", "chaos", "load", reference.base_url, "--workload", "chat",
@@ -217,6 +227,7 @@ def test_cli_prints_the_table_and_bad_input_is_exit_2(reference, tmp_path):
     assert typo.returncode == 2 and "unknown workload 'poetry'" in typo.stderr
 
 
+@pytest.mark.slow
 def test_ui_serves_locust_web_ui_on_loopback(reference, tmp_path):
     import threading
     import time

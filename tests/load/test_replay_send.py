@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from chaos.load.driver import LoadConfig, run_load
 from chaos.load.accounts import ReplayAccount, merge_accounts
 from chaos.records import read_records
@@ -98,6 +100,7 @@ def test_bursty_log_is_sent_whole_once_and_in_order_with_max_requests_equal_to_i
     assert max(last) - min(last) < lull / 2
 
 
+@pytest.mark.slow
 def test_a_replay_whose_duration_ends_before_the_log_reports_not_sent_and_exits_1(tmp_path):
     log = tmp_path / "bursty.jsonl"
     offsets = bursty_log(log)

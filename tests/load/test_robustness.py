@@ -73,6 +73,7 @@ time.time = _stepped
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [60.0, -60.0])
 def test_the_user_times_on_the_monotonic_clock_when_the_wall_clock_steps(tmp_path, monkeypatch, step):
     # The Locust process gets a time.time that steps a minute mid-stream (a sitecustomize, so even a default

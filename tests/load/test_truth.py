@@ -54,6 +54,7 @@ def test_without_ignore_eos_early_ends_are_counted_not_hidden(server, tmp_path):
     assert f"ended early: {len(early)} of 12 fixed-length" in result.table()
 
 
+@pytest.mark.slow
 def test_records_intervals_are_consistent_and_pooled_itl_is_the_summarys(server, tmp_path):
     wl = [(WorkloadSpec("chat", input_tokens="30-90", output_tokens="16-32"), 1.0),
           (WorkloadSpec("completion", input_tokens="30-90", output_tokens="16-32"), 1.0)]

@@ -21,6 +21,7 @@ def run_alone(engine, ps, params=GREEDY):
     return [engine.generate([p], params)[0].token_ids for p in ps]
 
 
+@pytest.mark.slow
 def test_greedy_is_identical_across_runs_and_batch_mixes():
     ps = prompts(12)
     alone = run_alone(make_engine(), ps)
@@ -54,6 +55,7 @@ def test_long_prompt_does_not_stall_running_decodes():
     assert produced == 900 // 63  # the short request decoded one token in every one of those steps
 
 
+@pytest.mark.slow
 def test_every_request_completes_correctly_under_preemption():
     ps = prompts(16, seed=11, lo=30, hi=90)
     expected = run_alone(make_engine(), ps)
@@ -125,6 +127,7 @@ def test_stop_strings_cut_the_text():
     assert cut.text == text[:text.index(stop)]
 
 
+@pytest.mark.slow
 def test_seeded_sampling_is_reproducible_and_temperature_changes_output():
     p = prompts(1, seed=8)[0]
     sp = SamplingParams(temperature=1.0, top_p=0.9, seed=123, max_tokens=30, ignore_eos=True)

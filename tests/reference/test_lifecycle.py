@@ -6,6 +6,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from chaos.reference.launcher import start_server
 
 from .http_util import metric, post, read_rest, request, sse
@@ -28,6 +30,7 @@ def open_stream(base_url, body):
     return _open_stream(base_url, body, wait_first=True)
 
 
+@pytest.mark.slow
 def test_sigterm_drains_in_flight_streams_then_exits_0():
     s = start_server(["--preset", "tiny", "--enable-fault-hooks", "--drain-timeout", "60"])
     try:
@@ -50,6 +53,7 @@ def test_sigterm_drains_in_flight_streams_then_exits_0():
         s.stop()
 
 
+@pytest.mark.slow
 def test_drain_timeout_bounds_shutdown():
     s = start_server(["--preset", "tiny", "--enable-fault-hooks", "--drain-timeout", "1"])
     try:
@@ -67,6 +71,7 @@ def test_drain_timeout_bounds_shutdown():
         s.stop()
 
 
+@pytest.mark.slow
 def test_disconnect_mid_stream_aborts_and_frees_blocks():
     s = start_server(["--preset", "tiny", "--enable-fault-hooks"])
     try:
@@ -87,6 +92,7 @@ def test_disconnect_mid_stream_aborts_and_frees_blocks():
         s.stop()
 
 
+@pytest.mark.slow
 def test_fault_hooks_apply_and_revert():
     s = start_server(["--preset", "tiny", "--enable-fault-hooks", "--fault-seed", "3"])
     try:
@@ -137,6 +143,7 @@ def test_fault_hooks_apply_and_revert():
         s.stop()
 
 
+@pytest.mark.slow
 def test_engine_failure_turns_health_503_and_errors_open_streams():
     s = start_server(["--preset", "tiny", "--enable-fault-hooks"])
     try:

@@ -51,6 +51,7 @@ def test_with_the_token_the_routes_work_and_the_token_is_never_printed(server, f
     assert token not in repr(server)
 
 
+@pytest.mark.slow
 def test_start_server_makes_a_token_when_none_is_given(monkeypatch):
     monkeypatch.delenv("CHAOS_FAULT_TOKEN", raising=False)
     with start_server(["--preset", "tiny", "--enable-fault-hooks", "--replica-id", "tok"]) as s:

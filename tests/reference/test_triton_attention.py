@@ -43,6 +43,7 @@ def test_kernel_gives_zeros_for_an_empty_context():
     assert out[1].abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_engine_with_the_triton_kernel_gives_the_same_greedy_tokens():
     ps = prompts(6, seed=2)
     want = [o.token_ids for o in make_engine(decode_kernel="torch").generate(ps, GREEDY)]
@@ -58,6 +59,7 @@ def test_batch_buckets():
     assert batch_buckets(40) == [1, 2, 4, 8, 16, 32, 40]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["torch", "triton"])
 def test_padded_graph_buffers_give_the_same_tokens(kernel):
     # 7 and then fewer streams: batches padded up to buckets 8, 4, 2; finished and new requests
@@ -113,6 +115,7 @@ HOPPER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype,precision", [("bf16", "tf32"), ("fp32", "ieee")])
 def test_kernel_compiles_for_hopper(dtype, precision):
     # The compiled (not interpreted) kernel, built for an H100/H200 (sm_90) by Triton's own compiler and

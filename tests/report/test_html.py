@@ -5,8 +5,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -258,28 +256,9 @@ def test_empty_and_comparison_pages_open_cleanly(tmp_path):
 
 # ---- a real run ---------------------------------------------------------------------------------------------
 
-EXPERIMENT = """\
-name: report-page
-target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 60s, gateway: {retries: 1}}
-load: {workload: chat, users: 3, duration: 12s, output_tokens: 8-16,
-       timeouts: {connect: 2s, first_token: 5s, total: 10s}}
-faults:
-  - {type: kill_instance, at: 4s, instance: r1, signal: SIGKILL, restart_after: 2s}
-verify:
-  status_codes: {allowed: [200]}
-"""
-
-
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("report-page")
-    exp = d / "report-page.yaml"
-    exp.write_text(EXPERIMENT)
-    out = d / "run"
-    p = subprocess.run([sys.executable, "-m", "chaos", "run", str(exp), "--out", str(out)], capture_output=True,
-                       text=True, timeout=240)
-    assert (out / "report.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
-    return out, json.loads((out / "report.json").read_text()), p
+def real_run(three_faults_run):  # tests/conftest.py: one real run the recovery and metrics tests share
+    return three_faults_run.out, three_faults_run.report, three_faults_run.process
 
 
 @pytest.mark.slow
@@ -287,7 +266,7 @@ def test_a_real_run_writes_page_and_junit(real_run):
     out, report, p = real_run
     assert "report.html not written" not in p.stderr, p.stderr[-3000:]
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
-    assert suite.get("name") == "report-page"
+    assert suite.get("name") == "recovery-truth"
     assert int(suite.get("tests")) >= len(report["checks"]) >= 1
     assert int(suite.get("failures")) >= sum(c.get("passed") is False for c in report["checks"])
     page = (out / "report.html").read_text(encoding="utf-8")

@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import leftovers, report, spinning, unreverted
+
+pytestmark = pytest.mark.slow  # a whole run on a machine kept busy on purpose
 
 RESTART = """\
 name: busy-restart
@@ -37,6 +41,7 @@ def test_restart_check_under_cpu_load_passes_or_is_not_judged(tmp_path):
     with spinning(os.cpu_count() or 2):
         r = subprocess.run([sys.executable, "-m", "chaos", "run", str(f), "--out", str(run_dir), "--json"],
                            capture_output=True, text=True, timeout=400)
+    assert (run_dir / "report.json").exists(), r.stdout[-3000:] + r.stderr[-2000:]  # what went wrong, if not
     rep = report(run_dir)
     check = next(c for c in rep["checks"] if c["name"] == "every instance serves after recovery")
     assert r.returncode in (0, 4), json.dumps(rep["checks"], indent=1) + "\n" + "\n".join(rep["notes"])

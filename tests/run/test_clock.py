@@ -6,9 +6,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from chaos.run.journal import read_journal
 
 from .conftest import leftovers, unreverted
+
+pytestmark = pytest.mark.slow  # a whole run
 
 SCHEDULE = """\
 name: clock-step
@@ -41,6 +45,7 @@ def test_a_wall_clock_step_does_not_move_the_schedule(tmp_path):
     r = subprocess.run([sys.executable, "-c", STEPPED, "run", str(f), "--out", str(run_dir)], capture_output=True,
                        text=True, timeout=180)
     assert r.returncode in (0, 1, 4), r.stdout[-2000:] + r.stderr[-2000:]
+    assert (run_dir / "journal.jsonl").exists(), r.stdout[-2000:] + r.stderr[-2000:]
     events = read_journal(os.path.join(run_dir, "journal.jsonl"))  # the journal's clock was not stepped
     t = {e["event"]: e["t"] for e in reversed(events)}  # the first of each
     assert t["fault_applying"] - t["load_started"] >= 3.5, "the fault fired before its 4 s"

@@ -48,6 +48,7 @@ def admin_status(url: str, token: str | None = None) -> int:
         return e.code
 
 
+@pytest.mark.slow
 def test_token_reaches_replicas_and_no_file(tmp_path):
     f = tmp_path / "hooked.yaml"
     f.write_text(HOOKED)
@@ -119,6 +120,7 @@ load: {workload: chat, users: 1, duration: 4s}
 """
 
 
+@pytest.mark.slow
 def test_a_secret_variable_reaches_no_output_of_the_run(tmp_path):
     """The experiment's mask (and the fault token) go over everything the runner writes or prints: the view's
     events, the journal, the reports. Here a target's own output quotes a secret-named variable's value."""
@@ -171,6 +173,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("others", ["r1", "r0,r1"])
 def test_a_hook_the_replicas_refuse_is_reported_not_judged_as_applied(tmp_path, others):
     f = tmp_path / "refused.yaml"

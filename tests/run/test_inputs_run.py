@@ -4,19 +4,27 @@ byte) fails, naming the case and that the replica needed a restart: the check is
 
 import json
 
-from .conftest import leftovers, report, unreverted
-from .test_runs import chaos_run, skip_if_not_judged
+import pytest
+
+from .test_runs import Run, run_once, skip_if_not_judged
+
+pytestmark = pytest.mark.slow  # two whole runs, each asserted on by several tests
 
 TINY = ["--var", "PRESET=tiny"]
+SPECIAL = "abnormal inputs (special-characters)"
 
 
-def test_abnormal_inputs_every_case_answered_as_expected_directly_and_through_the_gateway(tmp_path):
-    run_dir = tmp_path / "run"
-    r = chaos_run("experiments/abnormal-inputs.yaml", run_dir, *TINY, "--var", "FAULT_AT=6s", timeout=400)
-    skip_if_not_judged(r, run_dir)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-    rep = report(run_dir)
-    (batch,) = rep["inputs"]
+@pytest.fixture(scope="module")
+def abnormal(tmp_path_factory) -> Run:
+    run = run_once(tmp_path_factory, "abnormal-inputs", "experiments/abnormal-inputs.yaml", *TINY, "--var",
+                   "FAULT_AT=6s", timeout=400)
+    skip_if_not_judged(run.r, run.dir)
+    assert run.r.returncode == 0, run.r.stdout[-4000:] + run.r.stderr[-2000:]
+    return run
+
+
+def test_abnormal_inputs_every_case_answered_as_expected_directly_and_through_the_gateway(abnormal):
+    (batch,) = abnormal.report()["inputs"]
     assert set(batch["destinations"]) == {"r0", "r1", "gateway"}
     assert batch["cases"] > 500  # the generated cases (BLNS in both endpoints, ...) and the malformed requests
     for where, d in batch["destinations"].items():
@@ -28,38 +36,70 @@ def test_abnormal_inputs_every_case_answered_as_expected_directly_and_through_th
         over = rows["context/over"]
         assert (over["expected"], over["observed"], over["observed_code"], over["pass"]) == \
             ([400], 400, "context_length_exceeded", True), where
+
+
+def test_abnormal_inputs_through_the_gateway_are_answered_in_one_attempt_or_at_its_edge(abnormal):
+    (batch,) = abnormal.report()["inputs"]
     gw_rows = batch["destinations"]["gateway"]["results"]
     # answered by a replica in one attempt (x-gateway-attempts), or at the gateway's own edge (no header)
     assert all(x["attempts"] in (None, 1) for x in gw_rows)
     assert sum(x["attempts"] == 1 for x in gw_rows) > 400
-    names = [c["name"] for c in rep["checks"]]
+
+
+def test_abnormal_inputs_checks_and_report_section(abnormal):
+    names = [c["name"] for c in abnormal.report()["checks"]]
     assert any("answered as expected by gateway" in n for n in names)
     assert any("gateway passed client errors through" in n for n in names)
-    md = (run_dir / "report.md").read_text()
+    md = (abnormal.dir / "report.md").read_text()
     assert "## Abnormal inputs: abnormal-batch" in md and "| blns |" in md
-    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+    assert abnormal.left == [] and abnormal.unreverted == []
 
 
-def test_a_replica_wedged_by_one_class_of_input_fails_the_run_naming_the_case_and_the_restart(tmp_path):
-    run_dir = tmp_path / "run"
-    r = chaos_run("experiments/wedged-replica.yaml", run_dir, *TINY, "--var", "FAULT_AT=6s", "--var",
-                  "LOAD_FOR=40s", timeout=400)
-    assert r.returncode == 1, r.stdout[-4000:] + r.stderr[-2000:]
-    rep = report(run_dir)
-    failed = {c["name"]: c for c in rep["checks"] if c["passed"] is False}
-    answered = failed["abnormal inputs (special-characters): answered as expected by r1"]
+@pytest.fixture(scope="module")
+def wedged(tmp_path_factory) -> Run:
+    run = run_once(tmp_path_factory, "wedged-replica", "experiments/wedged-replica.yaml", *TINY, "--var",
+                   "FAULT_AT=6s", "--var", "LOAD_FOR=40s", timeout=400)
+    assert run.r.returncode == 1, run.r.stdout[-4000:] + run.r.stderr[-2000:]
+    return run
+
+
+def failed_checks(run: Run) -> dict:
+    return {c["name"]: c for c in run.report()["checks"] if c["passed"] is False}
+
+
+@pytest.fixture
+def judged(wedged) -> Run:
+    """The wedged run, where it stopped at the NUL case, or where another stop is the box's, skipped: each case has
+    3 s (the experiment's timeout), and with other processes taking over a third of this machine an earlier case
+    can outlast it; the batch then rightly stops at the first case that did. Not judged here, as the run says."""
+    answered = failed_checks(wedged)[f"{SPECIAL}: answered as expected by r1"]
+    if ("stopped answering after special/nul-inside/completions" not in answered["measured"]
+            and wedged.r.neighbours > 1 / 3):
+        pytest.skip(f"other processes used {wedged.r.neighbours:.0%} of the machine during the run: "
+                    f"{answered['measured']}")
+    return wedged
+
+
+def test_a_replica_wedged_by_one_class_of_input_is_named_with_the_case(judged):
+    answered = failed_checks(judged)[f"{SPECIAL}: answered as expected by r1"]
     assert "stopped answering after special/nul-inside/completions" in answered["measured"]
-    serving = failed["abnormal inputs (special-characters): normal requests served after the batch, without a "
-                     "restart"]
+
+
+def test_the_wedged_replica_fails_the_run_saying_it_needed_a_restart(judged):
+    serving = failed_checks(judged)[f"{SPECIAL}: normal requests served after the batch, without a restart"]
     assert "r1 needed a restart (stopped after special/nul-inside/completions)" in serving["measured"]
     assert "it needed a restart: after one it served again" in serving["detail"]
-    assert "needed a restart" in r.stdout and "special/nul-inside/completions" in r.stdout
+    assert "needed a restart" in judged.r.stdout and "special/nul-inside/completions" in judged.r.stdout
+
+
+def test_the_wedged_replica_was_restarted_and_r0_answered_every_case(wedged):
+    rep = wedged.report()
     # r0 had no hook: every case answered as expected there
     passed = {c["name"] for c in rep["checks"] if c["passed"] is True}
-    assert "abnormal inputs (special-characters): answered as expected by r0" in passed
+    assert f"{SPECIAL}: answered as expected by r0" in passed
     (batch,) = rep["inputs"]
     assert batch["restarted"] == {"r1": {"served": True, "after_s": batch["restarted"]["r1"]["after_s"],
                                          "detail": ""}}
-    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    journal = [json.loads(line) for line in (wedged.dir / "journal.jsonl").read_text().splitlines()]
     assert any(e["event"] == "process_started" and e.get("restart") for e in journal)
-    assert leftovers(run_dir) == [] and unreverted(run_dir) == []
+    assert wedged.left == [] and wedged.unreverted == []

@@ -2,21 +2,31 @@
 sizes interleaved, every prompt counted as the server counts it, the latency-growth check passes and the report
 carries the per-size table and the fit."""
 
-import json
+import pytest
 
-from .conftest import report
-from .test_runs import chaos_run, skip_if_not_judged
+from .test_runs import Run, run_once, skip_if_not_judged
+
+pytestmark = pytest.mark.slow  # one whole run, asserted on by each test
 
 SIZES = [500, 1000, 2000, 4000]
 SHORT = ["--var", "SIZES=" + ",".join(map(str, SIZES)), "--var", "LOAD_FOR=20s", "--var", "MIN_REQUESTS=5"]
 
 
-def test_long_context_short_run_fits_latency_per_size_and_passes(tmp_path):
-    run_dir = tmp_path / "run"
-    r = chaos_run("experiments/long-context.yaml", run_dir, *SHORT, timeout=150)
-    skip_if_not_judged(r, run_dir)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    rep = report(run_dir)
+@pytest.fixture(scope="module")
+def long_context(tmp_path_factory) -> Run:
+    run = run_once(tmp_path_factory, "long-context", "experiments/long-context.yaml", *SHORT, timeout=150)
+    skip_if_not_judged(run.r, run.dir)
+    return run
+
+
+@pytest.fixture
+def passed(long_context) -> Run:
+    assert long_context.r.returncode == 0, long_context.r.stdout[-3000:] + long_context.r.stderr[-3000:]
+    return long_context
+
+
+def test_long_context_short_run_fits_latency_per_size_and_passes(passed):
+    rep = passed.report()
     assert rep["verdict"] == "passed"
     check = next(c for c in rep["checks"] if c["name"].startswith("latency growth"))
     assert check["status"] == "passed" and "knee none" in check["measured"], check
@@ -31,15 +41,18 @@ def test_long_context_short_run_fits_latency_per_size_and_passes(tmp_path):
     assert len(g["step_ratios"]) == len(SIZES) - 2
     assert rep["latency_growth"] == g, "report.json also has the table and fit at the top"
 
-    recs = [json.loads(line) for line in open(run_dir / "requests.jsonl")]
-    recs.sort(key=lambda x: x["t_start"])
+
+def test_long_context_prompts_are_their_size_and_interleaved(passed):
+    recs = sorted(passed.records(), key=lambda x: x["t_start"])
     assert all(x["server_input_tokens"] == x["input_tokens"] for x in recs if x["outcome"] == "ok"), \
         "each prompt is exactly its size, as the server counts it"
     # one user: each run of len(SIZES) requests takes every size once, so no size waits for the end of the run
     for i in range(0, len(recs) - len(SIZES) + 1, len(SIZES)):
         assert sorted(x["input_tokens"] for x in recs[i:i + len(SIZES)]) == SIZES
 
-    md = open(run_dir / "report.md").read()
+
+def test_long_context_report_has_the_per_size_table_and_the_fit(passed):
+    md = (passed.dir / "report.md").read_text()
     assert "## Latency vs input length" in md
     assert "| input tokens | sent | ok | TTFT P50 | TTFT P95 | E2E P50 | E2E P95 |" in md
     for n in SIZES:

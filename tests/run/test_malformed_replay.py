@@ -7,8 +7,11 @@ run: a chaos run of a log full of such values, scrubbed (load.replay_scrub)."""
 import json
 import os
 
-from .conftest import leftovers, report
-from .test_runs import chaos_run
+import pytest
+
+from .test_runs import Run, run_once
+
+pytestmark = pytest.mark.slow  # one whole run, asserted on by each test
 
 EXP = "experiments/malformed-replay.yaml"
 LOG = "experiments/data/malformed-requests.jsonl"
@@ -44,37 +47,50 @@ def expected() -> tuple[list[int], set[int], int]:
     return broken, bad, n
 
 
-def test_the_malformed_replay_passes_with_broken_lines_reported_and_400s_from_the_abnormal_lines(tmp_path):
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> Run:
     broken, bad, n = expected()
     assert len(broken) == 10 and len(bad) == 26 and n == 286  # what the experiment's description says
     raw = open(LOG, "rb").read()
     assert all(f.encode() in raw for f in FAKES)  # the needles are in the log: their absence below means something
-    run_dir = tmp_path / "run"
-    r = chaos_run(EXP, run_dir, *SHORT, timeout=150)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    rep = report(run_dir)
+    run = run_once(tmp_path_factory, "malformed-replay", EXP, *SHORT, timeout=150)
+    assert run.r.returncode == 0, run.r.stdout[-3000:] + run.r.stderr[-2000:]
+    return run
+
+
+def test_the_malformed_replay_passes_with_broken_lines_reported_and_400s_from_the_abnormal_lines(replayed):
+    broken, bad, n = expected()
+    rep = replayed.report()
     assert rep["verdict"] == "passed"
     checks = {c["name"]: c for c in rep["checks"]}
     sent = checks["replay sent every request of the log"]
     assert sent["passed"] and sent["measured"] == f"{n - len(broken)} of {n - len(broken)} sent", sent
     assert f"unreadable lines skipped: {len(broken)} (lines {', '.join(map(str, broken))})" in sent["detail"]
     assert checks["status codes"]["passed"] and checks["status codes"]["measured"] == f"200x{n - 36}, 400x26"
-    records = [json.loads(x) for x in open(os.path.join(run_dir, "requests.jsonl"))]
+    records = replayed.records()
     assert len(records) == n - len(broken)
     assert {r["source_line"] for r in records if r["status"] == 400} == bad
     assert all(r["status"] == 200 for r in records if r["source_line"] not in bad)
     assert not {r["source_line"] for r in records} & set(broken)
+
+
+def test_the_failed_lines_and_the_scrub_counts_are_in_the_notes(replayed):
+    _, bad, _ = expected()
+    notes = replayed.report()["notes"]
     first_bad = sorted(bad)[:3]
-    failed = next(x for x in rep["notes"] if x.startswith("replayed requests that failed: "))
+    failed = next(x for x in notes if x.startswith("replayed requests that failed: "))
     assert failed.startswith("replayed requests that failed: " + ", ".join(f"line {x} (400 " for x in first_bad[:1]))
     assert all(f"line {x} (400 " in failed for x in first_bad) and failed.endswith("... and 16 more")
-    scrub = next(x for x in rep["notes"] if x.startswith("scrub: "))  # counts per kind, never values
+    scrub = next(x for x in notes if x.startswith("scrub: "))  # counts per kind, never values
     assert all(f"{k} " in scrub for k in KINDS), scrub
+
+
+def test_no_secret_of_the_log_reaches_any_file_or_output_and_nothing_is_left(replayed):
     leaked = []
-    for root, _, files in os.walk(run_dir):  # every file of the run: journal, records, server logs, reports
+    for root, _, files in os.walk(replayed.dir):  # every file of the run: journal, records, server logs, reports
         for name in files:
             data = open(os.path.join(root, name), "rb").read()
             leaked += [f"{name}: {f}" for f in FAKES + ["4111111111111111"] if f.encode() in data]
     assert leaked == []
-    assert not [f for f in FAKES if f in r.stdout + r.stderr]
-    assert leftovers(run_dir) == []
+    assert not [f for f in FAKES if f in replayed.r.stdout + replayed.r.stderr]
+    assert replayed.left == []

@@ -54,6 +54,7 @@ def sigkill_and_recover(proc, run_dir):
 
 
 # Moments while replicas start: both processes exist (journaled as spawned), no health wait has passed yet.
+@pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.0, 1.0])
 def test_sigkill_while_replicas_start(lifecycle_file, tmp_path, after_s):
     run_dir = tmp_path / "run"
@@ -69,6 +70,7 @@ def test_sigkill_while_replicas_start(lifecycle_file, tmp_path, after_s):
     assert "stopped instance r0" in r.stdout and "stopped instance r1" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_sigkill_right_after_the_first_spawn(lifecycle_file, tmp_path):
     run_dir = tmp_path / "run"
     proc = start_run(lifecycle_file, run_dir)
@@ -80,6 +82,7 @@ def test_sigkill_right_after_the_first_spawn(lifecycle_file, tmp_path):
     assert "stopped instance r0" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_fault_restart(lifecycle_file, tmp_path):
     run_dir = tmp_path / "run"
     proc = start_run(lifecycle_file, run_dir)
@@ -111,6 +114,7 @@ load: {{workload: chat, users: 1, duration: 30s, output_tokens: 4}}
 """
 
 
+@pytest.mark.slow
 def test_double_forked_server_is_found_by_the_mark(tmp_path):
     f = tmp_path / "df.yaml"
     f.write_text(DOUBLE_FORK.format(python=sys.executable))

@@ -13,38 +13,11 @@ from chaos.run.journal import read_journal
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENT = """\
-name: recovery-truth
-target:
-  kind: reference
-  replicas: 2
-  preset: tiny
-  startup_timeout: 60s
-  gateway: {retries: 2, first_token_timeout: auto, stream_idle_timeout: 2s, total_timeout: 30s,
-            eject: {after_failures: 3, for: 5s}}
-load: {workload: chat, users: 4, duration: 40s, input_tokens: 30-60, output_tokens: 16-24,
-       timeouts: {connect: 2s, first_token: 10s, total: 20s}}
-steady_state: {window: 5s, slo: {p95_latency: 5s, error_rate: 1%}}
-faults:
-  - {type: kill_instance, name: kill-r1, at: 7s, instance: r1, signal: SIGKILL, restart_after: 2s}
-  - {type: stream_stall, name: stall-r1, at: 19s, link: r1, after_tokens: 4, stall_for: 30s, duration: 4s}
-  - {type: link_down, name: down, at: 31s, link: client, duration: 2s}
-verify:
-  recovery_time: {max: 20s, window: 3s}
-"""
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("recovery")
-    exp = d / "recovery-truth.yaml"
-    exp.write_text(EXPERIMENT)
-    out = d / "run"
-    p = subprocess.run([sys.executable, "-m", "chaos", "run", str(exp), "--out", str(out)], capture_output=True,
-                       text=True, timeout=240)
-    assert (out / "report.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
-    return report, read_records(str(out / "requests.jsonl")), read_journal(str(out / "journal.jsonl")), out
+def run(three_faults_run):
+    out = three_faults_run.out
+    return (three_faults_run.report, read_records(str(out / "requests.jsonl")),
+            read_journal(str(out / "journal.jsonl")), out)
 
 
 def _applied(journal, name):

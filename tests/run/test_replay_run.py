@@ -3,8 +3,12 @@ did not send; one sent whole passes that check."""
 
 import json
 
+import pytest
+
 from .conftest import leftovers, report
 from .test_runs import chaos_run, write
+
+pytestmark = pytest.mark.slow  # each test makes a whole run
 
 EXP = """\
 name: replay-{name}

@@ -112,6 +112,7 @@ def test_run_against_reports_a_clean_run_with_a_different_seed(server):
     json.dumps(r)
 
 
+@pytest.mark.slow
 def test_at_a_64_token_context_the_long_cases_become_clear_400s_and_all_pass():
     with start_server(["--preset", "tiny", "--replica-id", "ab64", "--max-model-len", "64"]) as s:
         r = run_against(s.base_url, seed=2)

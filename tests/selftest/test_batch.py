@@ -29,8 +29,19 @@ def faults(server, method: str, body: dict | None = None):
         return e.code, json.loads(e.read())
 
 
+@pytest.fixture(scope="module")
+def shared_replica():
+    """For the tests that leave it as they found it (no hook armed): one server, started once."""
+    s = start_server(["--preset", "tiny", "--enable-fault-hooks", "--threads", "1"])
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
 @pytest.fixture
 def replica():
+    """A replica of its own, for a test that wedges it for good (only a restart clears that)."""
     s = start_server(["--preset", "tiny", "--enable-fault-hooks", "--threads", "1"])
     try:
         yield s
@@ -42,8 +53,8 @@ def special_cases():
     return [c for c in abnormal_cases(0, M, 1024) if family_of(c.name) == "special"]
 
 
-def test_a_healthy_replica_answers_every_special_case_and_serves_after(replica):
-    dest = Destination("r0", replica.base_url)
+def test_a_healthy_replica_answers_every_special_case_and_serves_after(shared_replica):
+    dest = Destination("r0", shared_replica.base_url)
     b = send_batch(special_cases(), dest, M, workers=2, timeout=10)
     assert b.not_sent == 0 and b.stopped_after is None
     assert [r.problem for r in b.failed] == []
@@ -55,11 +66,12 @@ def test_a_healthy_replica_answers_every_special_case_and_serves_after(replica):
     assert serves_again(dest, M, within_s=10, timeout=5)[0]
 
 
-def test_wedge_on_rejects_an_unknown_class(replica):
-    status, body = faults(replica, "POST", {"wedge_on": "tabs"})
+def test_wedge_on_rejects_an_unknown_class(shared_replica):
+    status, body = faults(shared_replica, "POST", {"wedge_on": "tabs"})
     assert status == 400 and body["error"]["param"] == "wedge_on"
 
 
+@pytest.mark.slow
 def test_a_wedged_replica_is_named_with_the_case_and_stays_wedged_after_revert(replica):
     assert faults(replica, "POST", {"wedge_on": "nul"})[0] == 200
     dest = Destination("r0", replica.base_url)

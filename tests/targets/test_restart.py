@@ -47,6 +47,7 @@ def test_a_teardown_during_the_stop_starts_nothing(tmp_path):
         t.down(grace=1.0)
 
 
+@pytest.mark.slow
 def test_the_health_wait_is_one_deadline_for_all(tmp_path):
     timeout = 4.0
     t = target(tmp_path, NEVER_HEALTHY, replicas=2, startup_timeout=timeout)

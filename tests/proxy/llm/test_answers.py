@@ -114,7 +114,11 @@ def test_delayed_request_whose_client_left_is_never_sent(upstream, proxy):
     s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-request-id: abandoned\r\n"
               b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
-    time.sleep(0.1)
+    # the proxy has taken it and holds it (the rule applied), not a guessed 0.1 s: else the retry could come first
+    deadline = time.monotonic() + 30
+    while proxy.rules()[0]["applied"] < 1:
+        assert time.monotonic() < deadline, proxy.rules()
+        time.sleep(0.01)
     s.close()  # the client gives up; its retry passes (count 1)
     assert chat(proxy.port, stream=False, headers={"x-request-id": "retry"})[0] == 200
     time.sleep(0.7)  # past the delay: the abandoned one must still not have been sent

@@ -132,15 +132,22 @@ def test_stream_faults_need_a_stream(proxy):
 def test_two_rules_act_on_one_stream_and_removal_stops_a_delay_midway(proxy):
     proxy.add({"name": "slow", "effect": "token_delay", "params": {"delay_s": 0.1}})
     proxy.add({"name": "nu", "effect": "drop_usage"})
-    out = {}
-    t = threading.Thread(target=lambda: out.update(r=chat(proxy.port, n=30, stream_options={"include_usage": True})))
+    c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    c.request("POST", "/v1/chat/completions", headers={"Content-Type": "application/json"},
+              body=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, "n": 30,
+                               "stream_options": {"include_usage": True}}))
+    r = c.getresponse()
+    # Removed midway, by the stream's state and not a guessed time: once a delayed event has come through
+    first = r.readline()
+    assert first.startswith(b"data: "), first
     t0 = time.monotonic()
-    t.start()
-    time.sleep(0.35)
     proxy.remove("slow")  # 34 events at 0.1 s would take 3.4 s; the rest now goes at once
-    t.join(5)
+    body = first + r.read()
     took = time.monotonic() - t0
-    status, h, body = out["r"]
+    status, h = r.status, {}
+    for k, v in r.getheaders():
+        h.setdefault(k.lower(), []).append(v)
+    c.close()
     assert status == 200 and h["x-chaos-fault"] == ["slow; token_delay", "nu; drop_usage"]
     assert contents(body) == [f"w{i} " for i in range(30)] and events(body)[-1] == "[DONE]"
     assert not any('"usage"' in d for d in events(body))

@@ -137,6 +137,7 @@ def test_busy_replicas_answer_429_with_their_retry_after_not_503(pair):
             unfault(r)
 
 
+@pytest.mark.slow
 def test_a_slow_health_check_is_not_an_outage_but_a_dead_replica_is():
     # Every other /health of s0 answers after 1.5 s, past the 1 s health timeout.
     s0 = Stub(name="s0", health_slow_every=2, health_slow_s=1.5)
@@ -161,6 +162,7 @@ def test_a_slow_health_check_is_not_an_outage_but_a_dead_replica_is():
             gw.stop()
 
 
+@pytest.mark.slow
 def test_one_late_health_check_keeps_a_busy_replicas_requests_and_its_breaker():
     """The first-byte deadline covers queueing, prefill and a whole non-streamed generation: one late /health
     from a busy replica must not throw that work away (before: every waiting attempt was released at the first
@@ -184,6 +186,7 @@ def test_one_late_health_check_keeps_a_busy_replicas_requests_and_its_breaker():
     assert len(stats["health_during"]) == 6 and min(stats["health_during"]) >= 3, stats["health_during"]
 
 
+@pytest.mark.slow
 def test_attempts_released_from_a_frozen_replica_are_not_counted_against_it():
     """Its timed-out checks took it out and let its waiting attempts go on down the chain; counting them too
     would open its breaker (six here, five needed) and keep it out after it thawed."""

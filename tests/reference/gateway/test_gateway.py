@@ -5,12 +5,16 @@ import json
 import signal
 import time
 
+import pytest
+
 from chaos.reference.launcher import start_gateway
 from tests.load.scripted_server import ScriptedServer
 
 from ..http_util import metric, open_stream, post, read_rest, request, sse
 from .stub import Stub
 from .util import BODY, fault, replicas, settings, stop, unfault
+
+pytestmark = pytest.mark.slow  # each test starts replicas and a gateway of its own (5-9 s each)
 
 
 def test_sigkill_mid_stream_fails_that_stream_only_and_is_not_retried():
