@@ -22,7 +22,7 @@ from . import series as S
 from .comparehtml import comparison_html  # noqa: F401 - the comparison page shares this page's shell
 from .page import Page, badge, cell, esc
 from .servermetrics import summarize_metrics
-from .tables import advice_section, diagnosis_section, fmt_s, generic, phases_section, recovery_section
+from .tables import advice_section, diagnosis_section, fmt_s, phases_section, recovery_section, stability_section
 
 KEY_ORDER = list(KEYS)
 MAX_METRIC_PANELS = 24
@@ -266,8 +266,7 @@ def render_html(report: dict, records: list | None, metrics_summary: dict | None
     if r.get("recovery"):
         recovery_section(page, r["recovery"], _t0(r))
     if r.get("stability"):
-        page.h2("Stability", "stability")
-        page.add(generic(r["stability"]))
+        stability_section(page, r["stability"])
     if r.get("diagnosis") is not None or r.get("advice"):
         diagnosis_section(page, r.get("diagnosis") or [])
         if r.get("advice"):

@@ -139,6 +139,10 @@ def stability_markdown(st: dict | None) -> list[str]:
     if not st:
         return []
     probes = st.get("probes") or {}
+    asked = any((st.get(n) or {}).get("status") not in (None, "off") for n in STABILITY)
+    if not probes.get("sent") and not asked:
+        return ["## Output stability", "", "Not asked: no `verify: stability` and no probes in the load "
+                "(docs/stability.md); report.json `stability` has the rates over every answer.", ""]
     lines = ["## Output stability", "",
              f"{probes.get('sent', 0)} probe requests over {len(probes.get('keys') or [])} keys "
              f"({', '.join(probes.get('keys') or []) or '-'}); docs/stability.md defines each rate.", "",

@@ -1,6 +1,5 @@
-"""The analysis sections of report.html as HTML tables: phases, recovery, diagnosis and advice, and any other section
-(stability) shown generically. Figures with noise are Estimates (chaos.verify.stats): "value [low-high] n=...".
-"""
+"""The analysis sections of report.html as HTML tables: phases, recovery, output stability, diagnosis and advice.
+Figures with noise are Estimates (chaos.verify.stats): "value [low-high] n=..."."""
 
 from __future__ import annotations
 
@@ -158,25 +157,36 @@ def advice_section(page: Page, advice: dict) -> None:
     page.table(["setting", "advised", "rule"], rows)
 
 
-def generic(obj, depth: int = 0) -> str:
-    """Any JSON section as nested HTML tables: Estimates as text, lists of objects as tables by key."""
-    if is_estimate(obj):
-        return esc(estimate_text(obj))
-    if isinstance(obj, dict):
-        if not obj:
-            return "-"
-        if depth >= 3:
-            return esc(str(obj)[:300])
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{generic(v, depth + 1)}</td></tr>" for k, v in obj.items())
-        return f"<table>{rows}</table>"
-    if isinstance(obj, list):
-        if obj and all(isinstance(x, dict) and not is_estimate(x) for x in obj) and depth < 3:
-            keys = list(dict.fromkeys(k for x in obj for k in x))
-            head = "".join(f"<th>{esc(k)}</th>" for k in keys)
-            body = "".join("<tr>" + "".join(f"<td>{generic(x.get(k), depth + 1)}</td>" for k in keys) + "</tr>"
-                           for x in obj[:200])
-            return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        return esc(", ".join(str(x) if not isinstance(x, dict) else estimate_text(x) for x in obj[:200]))
-    if isinstance(obj, float):
-        return esc(f"{obj:.4g}")
-    return esc(obj)
+STABILITY = ("identical", "json_valid", "truncated", "repetition", "garbled")
+
+
+def _shown(text, n: int = 60) -> str:
+    """An output's head: control characters as escapes (the reference model's random bytes are full of them)."""
+    return "-" if text is None else "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))[:n]
+
+
+def stability_section(page: Page, st: dict) -> None:
+    """The stability check's categories: rate with its interval, count, threshold, and a few examples."""
+    page.h2("Output stability", "stability")
+    probes = st.get("probes") or {}
+    asked = any((st.get(n) or {}).get("status") not in (None, "off") for n in STABILITY)
+    if not probes.get("sent") and not asked:
+        page.note("Not asked: no verify: stability and no probes in the load (docs/stability.md); report.json "
+                  "stability has the rates over every answer.")
+        return
+    page.note(f"{probes.get('sent', 0)} probe requests over {len(probes.get('keys') or [])} keys.")
+    rows, examples = [], []
+    for name in STABILITY:
+        c = st.get(name)
+        if not c:
+            continue
+        thr = c.get("threshold")
+        rows.append([c.get("check", name), c.get("status") or "-", estimate_text(c.get("rate"), "ratio"),
+                     f"{c.get('count', 0)} of {c.get('n', 0)}", "-" if thr is None else str(thr)])
+        for ex in (c.get("examples") or [])[:3]:
+            examples.append([name, ex.get("key") or ex.get("case") or "-", ex.get("served_by") or "-",
+                             ex.get("fault") or "-", _shown(ex.get("expected_head")),
+                             _shown(ex.get("got_head", ex.get("head")))])
+    page.table(["category", "result", "rate", "count", "threshold"], rows)
+    if examples:
+        page.table(["category", "key", "served by", "fault", "expected", "got"], examples)

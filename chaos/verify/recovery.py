@@ -39,6 +39,7 @@ class FaultWindow:
     end: float | None = None  # fault_reverted (a restart's end: the instance is back); None: never reverted
     instances: list = field(default_factory=list)  # ids of the instances it was applied to
     back_at: dict = field(default_factory=dict)  # instance id -> when it was back up (up_since after the revert)
+    link: bool = False  # a fault on the link to `instances[0]`: it is back at the revert
 
 
 def fault_windows(journal: list[dict]) -> list[FaultWindow]:
@@ -49,15 +50,17 @@ def fault_windows(journal: list[dict]) -> list[FaultWindow]:
         if e.get("event") == "fault_applying" and name:
             plan = e.get("plan") or {}
             ids = [i.get("id") for i in plan.get("instances") or [] if isinstance(i, dict) and i.get("id")]
-            if not ids and plan.get("link") not in (None, "client"):  # a link fault on the way to one instance
-                ids = [plan["link"]]
-            out[name] = FaultWindow(name, e.get("type") or "", float(e["t"]), instances=ids)
+            link = not ids and plan.get("link") not in (None, "client")  # a link fault on the way to one instance
+            out[name] = FaultWindow(name, e.get("type") or "", float(e["t"]), instances=[plan["link"]] if link
+                                    else ids, link=link)
         elif e.get("event") == "fault_reverted" and name in out and out[name].end is None:
             w = out[name]
             w.end = float(e["t"])
-            for inst in e.get("instances") or []:
+            for inst in e.get("instances") or []:  # a restart's instance is back when its health check passed
+                if w.link:
+                    break  # the link is back at the revert; the instance itself never went away
                 if isinstance(inst, dict) and inst.get("id") in w.instances and inst.get("up_since"):
-                    w.back_at[inst["id"]] = float(inst["up_since"])
+                    w.back_at[inst["id"]] = max(float(inst["up_since"]), w.start)
     return sorted(out.values(), key=lambda w: w.start)
 
 
@@ -199,7 +202,9 @@ def restore(tl: Timeline, w: FaultWindow, baseline, width: float, from_t: float 
     searched from from_t (where clients first saw the fault: capacity is restored after it was lost)."""
     parts, at = [], w.start
     for inst in w.instances:
-        since = w.back_at.get(inst, w.end if w.end is not None else w.start)
+        # back: after its restart (the journal's up_since), or at the revert of a link fault on the way to it;
+        # never before the fault (an up_since from an earlier restart says nothing about this fault)
+        since = w.back_at.get(inst) or (w.end if w.end is not None else w.start)
         served = np.flatnonzero(tl.ok & (tl.start >= since) & tl.served_by(inst))
         if not len(served):
             why = "never served again" if w.end is not None else "was never brought back"

@@ -62,7 +62,7 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
         recovered = fo["at"]
         if v.recovery_time is not None:
             bound = v.recovery_time.max
-            took = None if recovered is None else recovered - r_from
+            took = None if recovered is None else max(0.0, recovered - r_from)  # the moment is rounded to 1 µs
             since = "the revert of the last link fault" if ends else "the first fault"
             out.append(V.Check("recovery time", took is not None and took <= bound,
                                "never" if took is None else V.fmt_s(took), f"<= {V.fmt_s(bound)}",
