@@ -23,9 +23,9 @@ Method choices, and why (each measured with this script on this box):
   it). 10 % is half the slowdown that must be caught, so a 20 % regression clears it with room for its own
   interval.
 * latency resampled by 0.5 s windows of start time (compare_latency's groups), not by request: 16 requests in
-  flight together share every hiccup of the host, so their latencies are not independent, and resampling them
-  one by one made same-code P99s (and TTFT, a few ms on this model) differ "significantly" by 15-40 %. The
-  Mann-Whitney figures cannot see the windows, so they are shown but not judged.
+  flight together share every hiccup of the host, so their latencies are not independent; resampled one by one,
+  same-code pairs flagged TTFT (a few ms on this model) in most repeats. The Mann-Whitney figures cannot see the
+  windows, so they are shown but not judged.
 * fixed output length (64 tokens): with the chat workload's own mix, E2E mostly measures which lengths a run
   happened to draw.
 * the server on one torch thread: with two, each wait between steps also lets torch's worker thread fall asleep,

@@ -30,12 +30,18 @@ def register(sub, formatter) -> None:
     p.add_argument("--out", help="where --compare writes comparison.{json,md,html} (default "
                                  "reports/compare-A-vs-B-UTC)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level of intervals and tests")
+    p.add_argument("--tolerance", type=float, default=0.10,  # chaos.report.comparison.TOLERANCE, calibrated
+                   help="the smallest relative change of latency or throughput that counts (0: pure statistics, "
+                        "which flags the few-percent drift between two runs of the same code)")
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(a) -> int:
     if bool(a.run_dir) == bool(a.compare):
         print("error: give a run directory, or --compare A B (not both)", file=sys.stderr)
+        return 2
+    if not 0 <= a.tolerance < 1:
+        print(f"error: --tolerance {a.tolerance}: give a fraction in [0, 1), e.g. 0.1 for 10%", file=sys.stderr)
         return 2
     if not 0.5 <= a.confidence < 1:
         print(f"error: --confidence {a.confidence}: give a level in [0.5, 1), e.g. 0.95", file=sys.stderr)
@@ -47,7 +53,7 @@ def cmd_report(a) -> int:
         out = a.out or os.path.join("reports", f"compare-{_name(base)}-vs-{_name(cand)}-"
                                                f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
         try:
-            comp = compare_runs(base, cand, out, a.confidence)
+            comp = compare_runs(base, cand, out, a.confidence, a.tolerance)
         except CompareError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

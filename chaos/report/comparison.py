@@ -21,6 +21,15 @@ from ..verify.stats import proportion, rate
 from .sections import estimate
 
 
+# The calibration on this machine (bench/compare_calibration.py, BENCHMARKS.md): with ~1,000 requests a run, pure
+# statistics flags a run-to-run drift of a few percent every time, and requests in flight together are not
+# independent draws. A change must exceed TOLERANCE (relative, for latency and throughput; the error rate is an
+# absolute change, tested without one) and latency is resampled by BLOCK_S windows of start time.
+TOLERANCE = 0.10
+BLOCK_S = 0.5
+MIN_GROUPS = 20
+
+
 class CompareError(Exception):
     pass
 
@@ -46,13 +55,26 @@ def _span(records) -> float:
     return max(r.t_end or r.t_start for r in records) - min(r.t_sched for r in records)
 
 
-def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float) -> list[dict]:
+def _latencies(records, get) -> tuple[np.ndarray, np.ndarray]:
+    """The ok requests' latencies and, for each, the BLOCK_S window of start time it belongs to."""
+    ok = [(v, r.t_start) for r in records if r.outcome == "ok" and (v := get(r)) is not None]
+    if not ok:
+        return np.empty(0), np.empty(0, int)
+    t0 = min(t for _, t in ok)
+    return np.fromiter((v for v, _ in ok), float, len(ok)), np.fromiter(((t - t0) // BLOCK_S for _, t in ok), int,
+                                                                        len(ok))
+
+
+def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float,
+             tolerance: float) -> list[dict]:
     out = []
     for metric, get in (("E2E", lambda r: r.t_end - r.t_start if r.t_end is not None else None),
                         ("TTFT", lambda r: r.t_first - r.t_start if r.t_first is not None else None)):
-        va = np.fromiter((v for r in ra if r.outcome == "ok" and (v := get(r)) is not None), float)
-        vb = np.fromiter((v for r in rb if r.outcome == "ok" and (v := get(r)) is not None), float)
-        res = C.compare_latency(va, vb, confidence, name=f"{label} {metric}")
+        (va, ga), (vb, gb) = _latencies(ra, get), _latencies(rb, get)
+        # requests in flight together share the host's hiccups: resample whole windows, when there are enough
+        grouped = min(len(np.unique(ga)), len(np.unique(gb))) >= MIN_GROUPS
+        res = C.compare_latency(va, vb, confidence, tolerance=tolerance, name=f"{label} {metric}",
+                                groups=(ga, gb) if grouped else None)
         out += C.latency_figures(res)
     ja = [r for r in ra if r.outcome != "cancelled"]
     jb = [r for r in rb if r.outcome != "cancelled"]
@@ -60,7 +82,7 @@ def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, s
     fb = sum(r.outcome in ERROR_OUTCOMES for r in jb)
     out.append(C.compare_proportions(fa, len(ja), fb, len(jb), confidence, name=f"{label} error rate"))
     if span_a > 0 and span_b > 0:
-        out.append(C.compare_rates(len(ja) - fa, span_a, len(jb) - fb, span_b, confidence,
+        out.append(C.compare_rates(len(ja) - fa, span_a, len(jb) - fb, span_b, confidence, tolerance=tolerance,
                                    name=f"{label} ok throughput"))
     return out
 
@@ -83,20 +105,22 @@ def summary(f: dict) -> str:
     return ", ".join(parts)
 
 
-def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95) -> dict:
+def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
+                 tolerance: float = TOLERANCE) -> dict:
     (rep_a, ra), (rep_b, rb) = _load(a_dir), _load(b_dir)
-    figs = _figures(ra, rb, "whole load", confidence, _span(ra), _span(rb))
+    figs = _figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance)
     phases_b = {p["name"]: p for p in rep_b.get("phases") or []}
     for pa in rep_a.get("phases") or []:
         pb = phases_b.get(pa["name"])
         if pb is None or pa.get("kind") == "run":
             continue
         figs += _figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
-                         pa["end"] - pa["start"], pb["end"] - pb["start"])
+                         pa["end"] - pa["start"], pb["end"] - pb["start"], tolerance)
     figs = C.compare_figures(figs, confidence)
     for f in figs:
         f["summary"] = summary(f)
     comp = {"a": _side(a_dir, rep_a, ra), "b": _side(b_dir, rep_b, rb), "confidence": confidence,
+            "tolerance": tolerance, "block_s": BLOCK_S,
             "figures": figs, "recovery": _recovery_pairs(rep_a, rep_b),
             "latency": {"a": _ecdf(ra), "b": _ecdf(rb)}}
     os.makedirs(out_dir, exist_ok=True)
@@ -154,10 +178,12 @@ def markdown(comp: dict) -> str:
     better = [f for f in comp["figures"] if f["verdict"] == C.BETTER]
     lines = [f"# {b['name']} (B) against {a['name']} (A): "
              + (f"{len(worse)} figures WORSE" if worse else "no figure worse"), "",
-             f"- A: `{a['dir']}` ({a['requests']} requests, verdict {a.get('verdict')})",
-             f"- B: `{b['dir']}` ({b['requests']} requests, verdict {b.get('verdict')})",
+             f"- A: `{a['dir']}` ({a['requests']} requests, verdict {a.get('verdict') or '-'})",
+             f"- B: `{b['dir']}` ({b['requests']} requests, verdict {b.get('verdict') or '-'})",
              f"- {len(comp['figures'])} figures at {comp['confidence']:.0%} confidence, corrected together (Holm): "
-             f"{len(worse)} worse, {len(better)} better, the rest no detectable change or not judged.", "",
+             f"{len(worse)} worse, {len(better)} better, the rest no detectable change or not judged.",
+             f"- a change counts beyond {comp['tolerance']:.0%} (latency, throughput); latency resampled by "
+             f"{comp['block_s']:g} s windows of start time (requests in flight together are not independent).", "",
              "| figure | verdict | A → B |", "|---|---|---|"]
     for f in comp["figures"]:
         verdict = f"**{f['verdict'].upper()}**" if f["verdict"] in (C.WORSE, C.BETTER) else f["verdict"]
@@ -174,5 +200,5 @@ def markdown(comp: dict) -> str:
                          f"{r['failed_requests']['a']} / {r['failed_requests']['b']} |")
     lines += ["", "Latency: Mann-Whitney U on the distribution, bootstrap intervals of the P50/P95/P99 difference "
                   "and ratio (B/A); error rate: two-proportion test (Fisher's exact when counts are small); "
-                  "throughput: two Poisson rates. docs/recovery.md and docs/reports.md define them.", ""]
+                  "throughput: two Poisson rates. docs/statistics.md defines each test and verdict.", ""]
     return "\n".join(lines)

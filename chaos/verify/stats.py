@@ -15,6 +15,7 @@ Every function is deterministic: resampling is seeded.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -24,6 +25,7 @@ import numpy as np
 from scipy import stats as st
 
 METHODS = ("order-statistic", "bootstrap", "wilson", "poisson", "exact")
+_RNG_ARG = "rng" if "rng" in inspect.signature(st.bootstrap).parameters else "random_state"
 
 
 @dataclass(slots=True)
@@ -319,8 +321,10 @@ def bootstrap(values, statistic: Callable[..., np.ndarray], confidence: float = 
         return Estimate(float(statistic(a, axis=-1)) if a.size else None, n=int(a.size), confidence=confidence,
                         method="bootstrap", needs=2)
     value = float(statistic(a, axis=-1))
+    # scipy >= 1.15 names the generator rng (random_state before); pyproject allows older
+    seeded = {_RNG_ARG: np.random.default_rng(seed)}
     res = st.bootstrap((a,), statistic, confidence_level=confidence, n_resamples=resamples, method=method,
-                       rng=np.random.default_rng(seed), vectorized=True, batch=max(1, 20_000_000 // a.size))
+                       vectorized=True, batch=max(1, 20_000_000 // a.size), **seeded)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(lo) and math.isfinite(hi)):  # BCa on a degenerate sample (all equal)
         return Estimate(value, n=int(a.size), confidence=confidence, method="bootstrap")
