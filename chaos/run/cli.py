@@ -128,7 +128,9 @@ def cmd_run(a) -> int:
             why = f" — {c['detail']}" if c["passed"] is None else ""
             print(f"  {mark}  {c['name']}: {c['measured']} (required {c['threshold']}){why}")
         print(f"\n{exp.name}: {rep['verdict'].upper()}" + (f" — {rep['reason']}" if rep.get("reason") else ""))
-        print(f"report: {os.path.join(runner.run_dir, 'report.md')}")
+        print(f"report: {os.path.join(runner.run_dir, 'report.md')}"
+              + (" (and report.html, junit.xml)" if os.path.exists(os.path.join(runner.run_dir, "report.html"))
+                 else ""))
     elif rep:
         print(json.dumps({"event": "result", "verdict": rep["verdict"], "exit_code": code,
                           "run_dir": runner.run_dir, "checks": rep["checks"]}))
