@@ -13,7 +13,7 @@ from . import gaphist
 from .columns import Columns
 from .labels import rule_and_effect, split_labels
 from .record import ERROR_OUTCOMES
-from .summary import LAG_THRESHOLD_S, StepSummary, _triple
+from .summary import StepSummary, _triple, lag_and_error_rate
 
 
 def summarize_steps(c: Columns, step_order: list[str], open_loop: bool = False,
@@ -51,13 +51,7 @@ def summarize(c: Columns, rows: np.ndarray, step: str, open_loop: bool = False,
     first, end, out = c.t_first[ok], c.t_end[ok], c.output_tokens[ok]
     has_first, has_end = ~np.isnan(first), ~np.isnan(end)
     tpot = has_first & has_end & (out > 1)
-    lags = c.t_start[idx] - c.t_sched[idx]
-    s.late_requests = int((lags > LAG_THRESHOLD_S).sum())
-    s.max_lag_s = max(0.0, float(lags.max()))
-    p50, p99 = np.percentile(lags, [50, 99])
-    s.lag = {"p50": float(p50), "p99": float(p99), "max": float(lags.max())}
-    judged = s.requests - s.cancelled
-    s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
+    lag_and_error_rate(s, c.t_start[idx] - c.t_sched[idx])
     s.ttft = _triple(first[has_first] - base[has_first])
     s.tpot = _triple((end[tpot] - first[tpot]) / (out[tpot] - 1))
     s.e2e = _triple(end[has_end] - base[has_end])

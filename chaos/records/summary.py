@@ -106,13 +106,7 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
                 tpot.append((r.t_end - r.t_first) / (r.output_tokens - 1))
         if r.t_end is not None:
             e2e.append(r.t_end - base)
-    lags = np.fromiter((r.t_start - r.t_sched for r in records), dtype=float, count=len(records))
-    s.late_requests = int((lags > LAG_THRESHOLD_S).sum())
-    s.max_lag_s = max(0.0, float(lags.max()))
-    p50, p99 = np.percentile(lags, [50, 99])
-    s.lag = {"p50": float(p50), "p99": float(p99), "max": float(lags.max())}
-    judged = s.requests - s.cancelled
-    s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
+    lag_and_error_rate(s, np.fromiter((r.t_start - r.t_sched for r in records), dtype=float, count=len(records)))
     s.ttft, s.tpot, s.e2e = _triple(ttft), _triple(tpot), _triple(e2e)
     pooled = _pool(gaps)
     s.itl_gaps = len(pooled)
@@ -127,6 +121,17 @@ def summarize(records: list[RequestRecord], step: str, open_loop: bool = False,
     s.output_tps = s.output_tokens / s.duration_s
     s.token_counts = sources.pop() if len(sources) == 1 else "mixed"
     return s
+
+
+def lag_and_error_rate(s: StepSummary, lags: np.ndarray) -> None:
+    """The generator's lag (t_start - t_sched of every request sent) and the error rate, from the counts already
+    in s: shared by the record path and the columns path (chaos.records.colsummary)."""
+    s.late_requests = int((lags > LAG_THRESHOLD_S).sum())
+    s.max_lag_s = max(0.0, float(lags.max()))
+    p50, p99 = np.percentile(lags, [50, 99])
+    s.lag = {"p50": float(p50), "p99": float(p99), "max": float(lags.max())}
+    judged = s.requests - s.cancelled
+    s.error_rate = sum(s.errors.values()) / judged if judged else 0.0
 
 
 def _count_faults(s: StepSummary, r: RequestRecord) -> None:

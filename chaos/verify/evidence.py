@@ -6,7 +6,6 @@ RUN_DIR` computes the same sections again without the runner.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -82,8 +81,3 @@ def analyse(records, journal: list[dict], s: Settings, steps: list[dict], metric
         "diagnosis": diagnosis.diagnose(records, steps, metrics, stability),
         "advice": diagnosis.advice(table, steps, bound),
     }
-
-
-def run_files(run_dir: str) -> dict:
-    return {name: os.path.join(run_dir, name) for name in
-            ("requests.jsonl", "journal.jsonl", "metrics.jsonl", "report.json", "experiment.resolved.json")}
