@@ -100,11 +100,10 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
         from .growth import growth_check
 
         out.append(growth_check(records, exp.load, v.latency_growth))
-    stability = v.get("stability") if isinstance(v, dict) else getattr(v, "stability", None)
-    if stability is not None:  # output stability through the faults (docs/stability.md)
+    if v.stability is not None:  # output stability through the faults (docs/stability.md)
         from .stability import fault_phases, stability_checks
 
-        out += stability_checks(records, stability, fault_phases(facts.faults, end))[0]
+        out += stability_checks(records, v.stability, fault_phases(facts.faults, end))[0]
     health = facts.final_health
     if health is not None and exp.steady_health:
         sick = [k for k, ok in health.items() if not ok]
