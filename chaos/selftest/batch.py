@@ -122,6 +122,16 @@ def serves_again(dest: Destination, model: str, within_s: float, timeout: float,
     return False, None, last or "no answer within the time"
 
 
+def _culprits(suspects: list[CaseResult]) -> str:
+    """The case the destination stopped answering after. With several workers, a case in flight beside the one
+    that wedged the destination hangs with it, and which of them did it cannot be told from outside: every
+    suspect that started before the first one ended is named, in the order they were sent ("a or b")."""
+    first = min(suspects, key=lambda r: r.t_start)
+    end = first.t_start + first.took_s
+    together = sorted((r for r in suspects if r.t_start <= end), key=lambda r: r.t_start)
+    return " or ".join(dict.fromkeys(r.case.name for r in together))
+
+
 def send_batch(cases: list[HostileCase], dest: Destination, model: str, workers: int = 2, timeout: float = 10.0,
                should_stop=lambda: False, progress=lambda line: None) -> BatchResult:
     """Every case to dest, `workers` at a time, in order; each answer judged (abnormal.check)."""
@@ -150,9 +160,8 @@ def send_batch(cases: list[HostileCase], dest: Destination, model: str, workers:
                 if status == 200:
                     suspects.clear()
                     continue
-                first = min(suspects, key=lambda r: r.t_start)
-                out.stopped_after = first.case.name
-                progress(f"{dest.name} stopped answering after case {first.case.name}; "
+                out.stopped_after = _culprits(suspects)
+                progress(f"{dest.name} stopped answering after case {out.stopped_after}; "
                          f"{len(todo)} cases not sent to it")
                 break
             done, running = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)

@@ -3,6 +3,7 @@ case judged per destination, and wedged-replica (a replica the reference server'
 byte) fails, naming the case and that the replica needed a restart: the check is proven able to fail."""
 
 import json
+import re
 
 import pytest
 
@@ -12,6 +13,8 @@ pytestmark = pytest.mark.slow  # two whole runs, each asserted on by several tes
 
 TINY = ["--var", "PRESET=tiny"]
 SPECIAL = "abnormal inputs (special-characters)"
+# the NUL case, alone or after the one case in flight beside it (two workers: which of them wedged r1 is not known)
+NUL_STOP = r"stopped answering after (special/[\w-]+/\w+ or )?special/nul-inside/completions"
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +74,10 @@ def failed_checks(run: Run) -> dict:
 def judged(wedged) -> Run:
     """The wedged run, where it stopped at the NUL case, or where another stop is the box's, skipped: each case has
     3 s (the experiment's timeout), and with other processes taking over a third of this machine an earlier case
-    can outlast it; the batch then rightly stops at the first case that did. Not judged here, as the run says."""
+    can outlast it; the batch then rightly stops at the first case that did. Not judged here, as the run says.
+    A case in flight beside the NUL one (two workers) hangs with it and is named too: "a or b"."""
     answered = failed_checks(wedged)[f"{SPECIAL}: answered as expected by r1"]
-    if ("stopped answering after special/nul-inside/completions" not in answered["measured"]
+    if (not re.search(NUL_STOP, answered["measured"])
             and wedged.r.neighbours > 1 / 3):
         pytest.skip(f"other processes used {wedged.r.neighbours:.0%} of the machine during the run: "
                     f"{answered['measured']}")
@@ -82,12 +86,13 @@ def judged(wedged) -> Run:
 
 def test_a_replica_wedged_by_one_class_of_input_is_named_with_the_case(judged):
     answered = failed_checks(judged)[f"{SPECIAL}: answered as expected by r1"]
-    assert "stopped answering after special/nul-inside/completions" in answered["measured"]
+    assert re.search(NUL_STOP, answered["measured"]), answered["measured"]
 
 
 def test_the_wedged_replica_fails_the_run_saying_it_needed_a_restart(judged):
     serving = failed_checks(judged)[f"{SPECIAL}: normal requests served after the batch, without a restart"]
-    assert "r1 needed a restart (stopped after special/nul-inside/completions)" in serving["measured"]
+    assert re.search(r"r1 needed a restart \(stopped after (special/[\w-]+/\w+ or )?special/nul-inside/completions",
+                     serving["measured"]), serving["measured"]
     assert "it needed a restart: after one it served again" in serving["detail"]
     assert "needed a restart" in judged.r.stdout and "special/nul-inside/completions" in judged.r.stdout
 
