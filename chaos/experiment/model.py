@@ -142,7 +142,9 @@ def _metrics_interval(v) -> float:
     return 0.0 if v in (0, False, "off", "0s") else parse_duration(v)
 
 
-def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experiment:
+def load_experiment(path: str, cli_vars: dict[str, str] | None = None, target: str | None = None) -> Experiment:
+    """target: a target file to run the experiment against instead of the one it names (`chaos run --target`,
+    the gate's baseline and candidate); looked for beside the experiment, then in the current directory."""
     doc = read_file(path, role="an experiment")
     if not isinstance(doc.data, dict) or not any(k in doc.data for k in EXPERIMENT_KEYS):
         hint = " (this is a target file: name it from an experiment with target: FILE)" if _is_target(
@@ -152,10 +154,10 @@ def load_experiment(path: str, cli_vars: dict[str, str] | None = None) -> Experi
     declared = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
     variables = Variables(declared, cli_vars)
     with _scrubbed(variables):
-        return _experiment(doc, path, variables)
+        return _experiment(doc, path, variables, target)
 
 
-def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
+def _experiment(doc: Located, path: str, variables: Variables, target_override: str | None = None) -> Experiment:
     problems = key_env_reference(doc, ("target",))
     if problems:
         raise ExperimentError(problems)
@@ -173,9 +175,12 @@ def _experiment(doc: Located, path: str, variables: Variables) -> Experiment:
                                                       "is written into the run directory's path")])
 
     # The target: a file (validated against the target schema, with its own positions) or inline.
-    tref = d["target"]
+    tref = d["target"] if target_override is None else target_override
     if isinstance(tref, str):
         found = locate_target(tref, path)
+        if found is None and target_override is not None:
+            raise ExperimentError([f"target file {tref!r} not found (given to run {path} against; looked in the "
+                                   f"current directory and beside the experiment)"])
         if found is None:
             raise ExperimentError([doc.problem(("target",), f"target file {tref!r} not found (looked beside "
                                                             f"{path} and in the current directory)")])

@@ -90,6 +90,11 @@ TOXIPROXY = {"description": "the Toxiproxy server network faults go through (def
                             "a toxiproxy-server binary the run starts, journals and stops")]}
 COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ignore_eos": IGNORE_EOS,
                  "toxiproxy": TOXIPROXY,
+                 # chaos capacity's cost sum (docs/plan.md); the command line's --price-* win
+                 "price_per_hour": {**number(0, 1e9, exclusive=True),
+                                    "description": "what one instance costs an hour, in any currency"},
+                 "price_per_1k_tokens": {**number(0, 1e9, exclusive=True),
+                                         "description": "what 1,000 tokens (prompt + output) cost, in any currency"},
                  "links": {"type": "array", "items": LINK, "maxItems": 64, "uniqueItems": True,
                            "description": "links to put proxies on even where no fault names them (a baseline "
                                           "through the same hops)"}}
@@ -111,6 +116,15 @@ GATEWAY = _obj({
 COMMAND = {"description": "command line; {port} and {replica} are filled in",
            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 ENV = {"type": "object", "additionalProperties": {"type": "string"}}
+
+# chaos/load/limits.py keeps a load within them (docs/targets.md)
+LIMITS = _obj({"requests_per_minute": integer(1, 1_000_000_000, "requests the key may send a minute, retries "
+                                                                "included"),
+               "tokens_per_minute": integer(1, 1_000_000_000_000, "prompt + max_tokens a minute"),
+               "max_concurrency": integer(1, MAX_USERS, "requests in flight at once"),
+               "max_output_tokens": integer(1, MAX_TOKENS, "the largest max_tokens a request may ask for")},
+              description="the vendor's limits for this key: a load against this target is capped to them "
+                          "(users, arrival rate, max_tokens, a pause between a user's requests)")
 
 TARGET_KINDS = {
     "reference": _obj({"kind": {"const": "reference"}, **COMMON_TARGET,
@@ -141,7 +155,7 @@ TARGET_KINDS = {
               "model": {"type": "string"},
               "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 128,
                               "description": "the NAME of the environment variable that holds the API key"},
-              "allow_remote": ALLOW_REMOTE},
+              "allow_remote": ALLOW_REMOTE, "limits": LIMITS},
              ["kind", "base_url", "model"], "a remote OpenAI-compatible endpoint"),
 }
 

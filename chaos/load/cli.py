@@ -22,6 +22,15 @@ EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --replay prod-requests.jsonl --replay-speed 10 --max-requests 2000
   chaos load http://127.0.0.1:8000 --replay prod.jsonl --replay-speed 4 --scrub --replay-filter "status=400,5xx"
   chaos load https://ark.example/api/v3 --model M --api-key-env ARK_API_KEY --workload rag --users 10 --duration 5m
+  chaos load targets/reference.yaml --var PRESET=tiny --workload chat --users 4 --duration 30s
+  chaos load targets/vendors/vllm.yaml --var VLLM_MODEL=Qwen/Qwen3-0.6B --users 16 --duration 2m
+
+TARGET is a URL, or a target file (docs/targets.md): the file's target is started, health-checked and always
+stopped at the end (also on Ctrl-C); its ${NAME:-default}s take --var NAME=VALUE (e.g. --var PRESET=tiny), not
+exported variables. A file that states limits: (targets/vendors/; the remote ones run only once you set
+allow_remote: true in them) caps the load: users to max_concurrency, max_tokens to max_output_tokens, the arrival
+rate, and a pause after each user's request so no minute holds more than requests_per_minute (or what
+tokens_per_minute allows); a note names every cap.
 
 Latency is reported as P50/P95/P99 per step (never the mean): TTFT (first token), TPOT (per request: time per
 output token after the first), ITL (every inter-token gap, pooled), E2E; jitter is E2E P99/P50 (docs/load.md). In open-loop (--rate) runs latency counts from each request's
@@ -41,7 +50,10 @@ def register(sub, formatter) -> None:
                        description="Drive an OpenAI-compatible target with Locust (streaming by default) and "
                                    "print per-step P50/P95/P99 of TTFT, TPOT, ITL and E2E, errors by class and "
                                    "throughput.")
-    p.add_argument("target", help="base URL of the target, e.g. http://127.0.0.1:8000 or https://host/v1")
+    p.add_argument("target", help="base URL of the target, e.g. http://127.0.0.1:8000 or https://host/v1, or a "
+                                  "target file (started and stopped by the load)")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="a target file's ${NAME}, e.g. --var PRESET=tiny (repeatable)")
     g = p.add_argument_group("what to send")
     g.add_argument("--workload", default="chat", help="chat, completion, rag, long, prefix, json, stability (docs/stability.md) or replay")
     g.add_argument("--mix", help="weighted workloads, e.g. chat=3,rag=1 (overrides --workload)")
@@ -111,7 +123,8 @@ def _timeout(text):
     return "auto" if text == "auto" else parse_duration(text)
 
 
-def build_config(a) -> LoadConfig:
+def build_config(a, target: str | None = None) -> LoadConfig:
+    """target: the URL to aim at instead of a.target (a target file's placeholder until it is up)."""
     if (a.scrub or a.replay_filter) and not a.replay:
         raise ValueError("--scrub and --replay-filter apply to a replay: give --replay FILE")
     if a.replay:
@@ -141,7 +154,7 @@ def build_config(a) -> LoadConfig:
         "poisson": a.poisson, "max_users": a.max_users, "max_requests": a.max_requests,
         "stop_timeout": a.stop_timeout})
     out = a.out or os.path.join("reports", time.strftime("load-%Y%m%dT%H%M%SZ", time.gmtime()))
-    return LoadConfig(target=a.target, plan=plan, workload=specs, out_dir=out, model=a.model, seed=a.seed,
+    return LoadConfig(target=target or a.target, plan=plan, workload=specs, out_dir=out, model=a.model, seed=a.seed,
                       tokenizer=a.tokenizer, stream=not a.no_stream,
                       timeouts=Timeouts(parse_duration(a.timeout_connect), _timeout(a.timeout_first_token),
                                         _timeout(a.timeout_total)),
@@ -149,15 +162,56 @@ def build_config(a) -> LoadConfig:
                       workers=a.workers, ui_port=a.ui, ignore_eos=not a.no_ignore_eos)
 
 
+def target_vars(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise ValueError(f"--var {item!r}: write NAME=VALUE, e.g. --var PRESET=tiny")
+        out[name] = value
+    return out
+
+
+def aim(cfg: LoadConfig, r) -> None:
+    """Point cfg at a reached target file (chaos.targets.reach.Reached): its fronts, model, key and limits."""
+    cfg.target, cfg.also = r.base_url, r.urls[1:]
+    cfg.model = cfg.model or r.model or None
+    cfg.api_key_env = r.api_key_env or cfg.api_key_env
+    cfg.ignore_eos = cfg.ignore_eos and r.ignore_eos
+    cfg.limits = r.limits
+
+
+def drive(a, cfg: LoadConfig):
+    print(f"load: {cfg.plan.kind} plan, {len(cfg.plan.stages)} step(s), {cfg.plan.duration:.0f}s; "
+          f"writing to {cfg.out_dir}", flush=True)
+    return run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
+
+
 def cmd_load(a) -> int:
+    from ..targets import TargetError
+    from ..targets.reach import is_url, reached
+
+    file = not is_url(a.target)
     try:
-        cfg = build_config(a)
-        print(f"load: {cfg.plan.kind} plan, {len(cfg.plan.stages)} step(s), {cfg.plan.duration:.0f}s; "
-              f"writing to {cfg.out_dir}", flush=True)
-        result = run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
-    except (LoadError, ValueError, OSError) as e:
+        variables = target_vars(a.var)
+        if variables and not file:
+            raise ValueError("--var sets a target file's variables; the target here is a URL")
+        cfg = build_config(a, "http://127.0.0.1:9" if file else None)  # aim() replaces a file's placeholder
+        if file:
+            with reached(a.target, variables, os.path.join(cfg.out_dir, "target"),
+                         lambda line: print(line, flush=True)) as r:
+                aim(cfg, r)
+                if r.limits is not None:
+                    print(f"limits of {r.name}: {r.limits.describe()}", flush=True)
+                result = drive(a, cfg)
+        else:
+            result = drive(a, cfg)
+    except (LoadError, ValueError, OSError, TargetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while the target file's target started: reached() has stopped it
+        print("interrupted: the target was stopped", file=sys.stderr)
+        return 130
     print()
     print(f"target {cfg.target}  model {result.model}  token counts: "
           f"{'exact (byte-level tokenizer)' if result.tokenizer == 'byte' else 'estimated (~4 bytes a token)'}")

@@ -57,6 +57,7 @@ class LoadConfig:
     ui_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT while running
     also: list[str] = field(default_factory=list)  # more base URLs: requests rotate over target + these
     ignore_eos: bool = True  # send vLLM's ignore_eos where the workload fixes the output length
+    limits: object = None  # chaos.load.limits.Limits a vendor target states: start() caps the load to them
 
     def __post_init__(self):
         u = urlparse(self.target)
@@ -211,6 +212,10 @@ class LoadRun(ReplayRun):
     def start(self) -> None:
         cfg = self.cfg
         os.makedirs(cfg.out_dir, exist_ok=True)
+        if cfg.limits is not None:  # before anything is sent, calibration included
+            from .limits import apply_limits
+
+            self.notes += apply_limits(cfg, cfg.limits)
         self.model, self.tokenizer = discover(cfg)
         from .workloads import Workload
 
@@ -385,6 +390,7 @@ class LoadRun(ReplayRun):
             json.dump({"target": self.cfg.target, "model": self.model, "tokenizer": self.tokenizer,
                        "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
                        "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos, "plan": plan.to_dict(),
+                       "limits": self.cfg.limits.to_dict() if self.cfg.limits is not None else None,
                        "interrupted": self.interrupted,
                        "locust_exit_code": rc, "notes": self.notes, "replay": replay, "scrub": facts.get("scrub"),
                        "replay_filter": {"filter": facts["filter"], "filtered": facts["filtered"]}

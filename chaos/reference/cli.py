@@ -79,6 +79,8 @@ def register(sub, formatter) -> None:
     g.add_argument("--max-num-batched-tokens", type=int, default=512,
                    help="token budget of one step; longer prompts are prefilled in chunks")
     g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    g.add_argument("--step-slowdown", type=float, default=1.0, metavar="FACTOR",
+                   help="every engine step takes FACTOR x its own time (1-10): a slower build, for trying the gate")
     g = serve.add_argument_group("admission and shutdown")
     g.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this are refused")
     g.add_argument("--overload-status", type=int, default=429, choices=[429, 503], help="status when refused")
@@ -148,7 +150,7 @@ def engine_config_from(args):
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         enable_prefix_caching=not args.no_prefix_caching, device=args.device, dtype=args.dtype,
                         num_threads=args.threads, checkpoint=args.checkpoint, decode_kernel=args.decode_kernel,
-                        enforce_eager=args.enforce_eager)
+                        enforce_eager=args.enforce_eager, step_slowdown=args.step_slowdown)
 
 
 def cmd_serve(args) -> int:

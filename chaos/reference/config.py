@@ -116,6 +116,9 @@ class EngineConfig:
     checkpoint: str | None = None
     decode_kernel: str = "auto"  # torch | triton | auto (triton on CUDA when it imports, else torch)
     enforce_eager: bool = False  # never replay decode steps from CUDA graphs (CUDA only; see engine/cuda_graphs.py)
+    # Every step takes this factor of its own compute time: a build that is slower for real, for the gate's
+    # demonstrations (the step_slowdown fault hook does the same for a while; its revert returns to this).
+    step_slowdown: float = 1.0
 
     def __post_init__(self):
         if self.max_model_len == 0:
@@ -127,6 +130,8 @@ class EngineConfig:
             raise ValueError("block_size, max_num_seqs and max_num_batched_tokens must be >= 1")
         if self.decode_kernel not in ("auto", "torch", "triton"):
             raise ValueError(f"decode_kernel must be auto, torch or triton, not {self.decode_kernel!r}")
+        if not 1.0 <= self.step_slowdown <= 10.0:
+            raise ValueError(f"step_slowdown must be in [1, 10], not {self.step_slowdown!r}")
         if self.dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"dtype must be float32, float16 or bfloat16, not {self.dtype!r}")
         if self.num_kv_blocks == 0:

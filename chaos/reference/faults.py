@@ -108,7 +108,7 @@ class ServerFaults:
         self.active["step_slowdown"] = v
 
     def _revert_step_slowdown(self):
-        self.engine.set_step_slowdown(1.0)
+        self.engine.set_step_slowdown(self.engine.config.step_slowdown)
 
     def _apply_hang_s(self, v):
         self.engine.hang(self._num("hang_s", v, 0, 3600))

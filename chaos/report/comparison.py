@@ -17,6 +17,7 @@ import numpy as np
 
 from ..records import ERROR_OUTCOMES, read_records
 from ..verify import compare as C
+from ..verify.phases import ended_in
 from ..verify.stats import proportion, rate
 from .sections import estimate
 
@@ -65,7 +66,7 @@ def _latencies(records, get) -> tuple[np.ndarray, np.ndarray]:
                                                                         len(ok))
 
 
-def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float,
+def run_figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float,
              tolerance: float) -> list[dict]:
     out = []
     for metric, get in (("E2E", lambda r: r.t_end - r.t_start if r.t_end is not None else None),
@@ -88,7 +89,7 @@ def _figures(ra: list, rb: list, label: str, confidence: float, span_a: float, s
 
 
 def _by_phase(records, phase: dict) -> list:
-    return [r for r in records if phase["start"] <= (r.t_end if r.t_end is not None else r.t_start) < phase["end"]]
+    return ended_in(records, phase["start"], phase["end"])
 
 
 def summary(f: dict) -> str:
@@ -108,13 +109,13 @@ def summary(f: dict) -> str:
 def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
                  tolerance: float = TOLERANCE) -> dict:
     (rep_a, ra), (rep_b, rb) = _load(a_dir), _load(b_dir)
-    figs = _figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance)
+    figs = run_figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance)
     phases_b = {p["name"]: p for p in rep_b.get("phases") or []}
     for pa in rep_a.get("phases") or []:
         pb = phases_b.get(pa["name"])
         if pb is None or pa.get("kind") == "run":
             continue
-        figs += _figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
+        figs += run_figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
                          pa["end"] - pa["start"], pb["end"] - pb["start"], tolerance)
     figs = C.compare_figures(figs, confidence)
     for f in figs:

@@ -47,7 +47,7 @@ class Event:
     detail: str
 
 
-def _style(fig: go.Figure, height: int, title: str) -> go.Figure:
+def style(fig: go.Figure, height: int, title: str) -> go.Figure:
     """The page's look, without Plotly's default template (6 KB of JSON a figure, and not this page's style)."""
     fig.update_layout(
         template="none", height=height, title={"text": title, "x": 0.01, "font": {"size": 15}},
@@ -146,7 +146,7 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
     _shade(fig, windows, "y2 domain")
     _mark(fig, events, 3, float(bins.edges[0]), float(bins.edges[-1]))
     fig.update_xaxes(title_text=f"{X_TITLE} (bins of {bins.width:g} s)", row=3, col=1)
-    return _style(fig, 640, f"Latency over time: P50 / P95 / P99 per {bins.width:g} s bin (a P95 needs "
+    return style(fig, 640, f"Latency over time: P50 / P95 / P99 per {bins.width:g} s bin (a P95 needs "
                             f"{S.min_count(0.95)} requests in a bin, a P99 {S.min_count(0.99)}: fewer is a gap)")
 
 
@@ -184,7 +184,7 @@ def throughput_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window]) ->
         fig.update_yaxes(title_text="req/s", row=3, col=1)
     fig.update_xaxes(title_text=X_TITLE, row=rows, col=1)
     _shade(fig, windows)
-    _style(fig, 560 if labels else 460, "Throughput and errors over time (by end time)")
+    style(fig, 560 if labels else 460, "Throughput and errors over time (by end time)")
     # many entries: a column at the right, where a wrapped row would run into the mode bar
     fig.update_layout(legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"})
     return fig
@@ -209,7 +209,7 @@ def ttft_histogram(cols: S.Columns) -> go.Figure:
                            font={"size": 10, "color": QUANTILE_COLORS[q]})
     fig.update_xaxes(type="log" if log else "linear", title_text="TTFT ms" + (" (log scale)" if log else ""))
     fig.update_yaxes(title_text="requests per bin", rangemode="tozero")
-    return _style(fig, 360, f"TTFT distribution ({len(v)} ok requests)")
+    return style(fig, 360, f"TTFT distribution ({len(v)} ok requests)")
 
 
 def step_percentiles(steps: list[dict], xs: list, x_title: str, categorical: bool) -> go.Figure:
@@ -226,7 +226,7 @@ def step_percentiles(steps: list[dict], xs: list, x_title: str, categorical: boo
                 row=1, col=col)
         fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col)
         fig.update_xaxes(title_text=x_title, type="category" if categorical else "linear", row=1, col=col)
-    return _style(fig, 380, "Latency per step")
+    return style(fig, 380, "Latency per step")
 
 
 def server_metrics(series: dict, t0: float, windows: list[Window], max_points: int = 1500,
@@ -259,7 +259,7 @@ def server_metrics(series: dict, t0: float, windows: list[Window], max_points: i
     for col in range(1, cols + 1):
         fig.update_xaxes(title_text=X_TITLE, row=rows, col=col)
     fig.update_annotations(font_size=11)
-    _style(fig, height, "Server metrics over time")
+    style(fig, height, "Server metrics over time")
     fig.update_layout(legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"})
     return fig
 
@@ -294,7 +294,7 @@ def ecdf(latency: dict, names: dict) -> go.Figure:
                 row=1, col=col)
         fig.update_xaxes(title_text=f"{kind.upper()} ms", row=1, col=col)
         fig.update_yaxes(title_text="fraction of requests", range=[0, 1.02], tickformat=".0%", row=1, col=col)
-    _style(fig, 430, "Latency distributions (ECDF)")
+    style(fig, 430, "Latency distributions (ECDF)")
     fig.update_layout(legend={"orientation": "h", "x": 0.5, "xanchor": "center", "y": -0.22, "yanchor": "top"},
                       margin={"b": 90})  # under the axes: run names are long, and the panels have titles
     return fig

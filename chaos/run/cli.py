@@ -29,6 +29,9 @@ def register(sub, formatter) -> None:
                                    "(report.md, report.json, journal.jsonl, requests.jsonl) to the run directory.")
     p.add_argument("file", help="experiment YAML file")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE", help="set ${NAME} in the file")
+    p.add_argument("--target", metavar="FILE",
+                   help="run against this target file instead of the one the experiment names (its faults' "
+                        "instances must exist there); how `chaos gate` runs one suite against two builds")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
     p.add_argument("--out", help="run directory (default reports/NAME-UTCTIME)")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout instead of the live view")
@@ -65,11 +68,14 @@ def register(sub, formatter) -> None:
     t = sub.add_parser("targets", help="start or stop a target outside a run", formatter_class=formatter,
                        description="`up` starts a target file's instances and leaves them running (state in "
                                    ".chaos/targets/NAME.json); `down` stops them.",
-                       epilog="examples:\n  chaos targets up targets/reference.yaml\n"
+                       epilog="examples:\n  chaos targets up targets/reference.yaml --var PRESET=tiny\n"
                               "  chaos load http://127.0.0.1:PORT --users 8 --duration 30s\n"
                               "  chaos targets down targets/reference.yaml")
     t.add_argument("action", choices=["up", "down"])
     t.add_argument("target_file")
+    t.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="set ${NAME} in the target file, e.g. --var PRESET=tiny (environment variables are not "
+                        "read for these: a run's settings are the file's and the command line's)")
     t.set_defaults(func=cmd_targets)
 
 
@@ -97,7 +103,7 @@ def cmd_run(a) -> int:
     from .view import View
 
     try:
-        exp = load_experiment(a.file, _vars(a.var))
+        exp = load_experiment(a.file, _vars(a.var), target=a.target)
     except ExperimentError as e:
         return _problems(e)
     if a.dry_run:
@@ -248,7 +254,7 @@ def cmd_targets(a) -> int:
     from ..targets.base import write_json
 
     try:
-        spec, _ = load_target(a.target_file)
+        spec, _ = load_target(a.target_file, _vars(a.var))
     except ExperimentError as e:
         return _problems(e)
     state_dir = os.path.join(".chaos", "targets")

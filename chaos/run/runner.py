@@ -220,6 +220,7 @@ class Runner:
     def _start_load(self) -> None:
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
                           ignore_eos=self.exp.target.ignore_eos)
+        cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
         self.load = LoadRun(cfg, progress=lambda m: None)
         self.load.start()

@@ -24,6 +24,9 @@ class OpenAITarget(Target):
         s = spec.settings
         self.model = s["model"]
         self.api_key_env = s.get("api_key_env")
+        from ..load.limits import Limits  # stdlib only: the targets need nothing of the load's Locust side
+
+        self.limits = Limits.from_dict(s.get("limits"))
         u = urlparse(s["base_url"])
         port = u.port or (443 if u.scheme == "https" else 80)
         # The id is what journals and reports show: host and port only, never anything from userinfo.

@@ -58,7 +58,8 @@ def _not_judged(fig: dict, why: str) -> dict:
 # -- latency ------------------------------------------------------------------------------------------------------
 
 def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: float = 0.0,
-                    resamples: int = 2000, qs=(50, 95, 99), name: str = "latency", groups=None) -> dict:
+                    resamples: int = 2000, qs=(50, 95, 99), name: str = "latency", groups=None,
+                    floor: float = 0.0, runs=None) -> dict:
     """Latency samples of run a and run b (seconds, any order), compared.
 
     Per percentile q ("p50", "p95", "p99"): the bootstrap distribution of P_q(b*) / P_q(a*) and P_q(b*) - P_q(a*),
@@ -80,9 +81,20 @@ def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: fl
     than they are; grouping widens the percentile intervals by what the data show of that. Mann-Whitney cannot
     see groups, so with them its figure keeps its effect size but is not judged.
 
+    runs: None, or (run labels of a, run labels of b), with groups: repeated runs pooled, resampled in two stages
+    (runs, then the groups of each run drawn; chaos.verify.stats.resample_grouped_percentiles).
+
+    floor: the smallest absolute change (seconds) that counts, whatever the tolerance: a percentile's tolerance is
+    max(tolerance, floor / P_q(a)). A 10 % change of a 20 ms TTFT is 2 ms, which a busy 2-core host makes and
+    unmakes between two runs; the calibration (BENCHMARKS.md) is why the gate sets one.
+
     Returns {"figure", "n_a", "n_b", "confidence", "tolerance", "mann_whitney": figure, "p50": figure, ...};
     latency_figures() lists the figures for compare_figures."""
     alpha, tol = _alpha(confidence), _tol(tolerance)
+    ra_, rb_ = (None, None) if runs is None else runs
+    if runs is not None:  # filtered alongside the values
+        a_in, b_in = np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
+        ra_, rb_ = np.asarray(ra_)[np.isfinite(a_in)], np.asarray(rb_)[np.isfinite(b_in)]
     (a, ga), (b, gb) = _finite(a, groups and groups[0]), _finite(b, groups and groups[1])
     sa, sb = np.sort(a), np.sort(b)
     na, nb = sa.size, sb.size
@@ -99,8 +111,8 @@ def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: fl
         da = resample_percentiles(sa, judged, resamples, rng) if judged else None
         db = resample_percentiles(sb, judged, resamples, rng) if judged else None
     else:
-        da = resample_grouped_percentiles(a, ga, judged, resamples, rng) if judged else None
-        db = resample_grouped_percentiles(b, gb, judged, resamples, rng) if judged else None
+        da = resample_grouped_percentiles(a, ga, judged, resamples, rng, runs=ra_) if judged else None
+        db = resample_grouped_percentiles(b, gb, judged, resamples, rng, runs=rb_) if judged else None
         out["groups"] = [int(np.unique(ga).size), int(np.unique(gb).size)]
     for q in qs:
         key = f"p{q:g}"
@@ -109,7 +121,10 @@ def compare_latency(a, b, confidence: float = 0.95, seed: int = 0, tolerance: fl
             out[key] = _not_judged(fig, f"a {key} needs n>={min_point_samples(q)} in each run (n={na} and {nb})")
             continue
         i = judged.index(q)
-        out[key] = _percentile_figure(fig, da[:, i], db[:, i], pa[key], pb[key], alpha, tol, confidence)
+        tol_q = max(tol, floor / pa[key].value) if floor > 0 and pa[key].value else tol
+        out[key] = _percentile_figure(fig, da[:, i], db[:, i], pa[key], pb[key], alpha, tol_q, confidence)
+        if tol_q != tol:
+            out[key]["tolerance"] = tol_q
     return out
 
 
@@ -254,6 +269,57 @@ def compare_rates(count1: int, s1: float, count2: int, s2: float, confidence: fl
     fig["ratio"] = Estimate(value, rho(ci.low), rho(ci.high), total, confidence, "exact").to_dict()
     p, verdict = _verdict(float(p_up), float(p_down), alpha, up_is_worse=not higher_is_better)
     return {**fig, "test": "conditional binomial", "p_value": p, "verdict": verdict}
+
+
+# -- one value a run (recovery times) -----------------------------------------------------------------------------
+
+def compare_values(a, b, confidence: float = 0.95, tolerance: float = 0.0, floor: float = 0.0,
+                   name: str = "value", higher_is_worse: bool = True, unit: str = "s") -> dict:
+    """One value a run (a recovery time), repeated runs of a against repeated runs of b: Welch's t test on the
+    means, as two one-sided tests against the allowed change delta = max(tolerance x mean(a), floor):
+    "worse" when mean(b) - mean(a) > delta at p <= alpha (higher_is_worse), "better" mirrored.
+
+    Needs 2 values a side (a variance each). Where both sides repeat one value exactly (no spread), the verdict
+    is the sign of the change beyond delta, with p = 1/(2 C(n_a+n_b, n_a)) (the permutation test's resolution),
+    not 0: identical repeats show consistency, not certainty. The mean's interval is Student's t."""
+    alpha, tol = _alpha(confidence), _tol(tolerance)
+    va, vb = np.asarray(a, float), np.asarray(b, float)
+    va, vb = va[np.isfinite(va)], vb[np.isfinite(vb)]
+    ea, eb = _mean_estimate(va, confidence), _mean_estimate(vb, confidence)
+    fig = {"figure": name, "kind": "value", "unit": unit, "a": ea.to_dict(), "b": eb.to_dict(),
+           "values": {"a": [float(x) for x in va], "b": [float(x) for x in vb]}}
+    if va.size < 2 or vb.size < 2:
+        return {**_not_judged(fig, f"needs 2 runs a side with a value (have {va.size} and {vb.size})"),
+                "needs_runs": 2}
+    delta = max(tol * float(va.mean()), floor)
+    d = float(vb.mean() - va.mean())
+    sa2, sb2 = va.var(ddof=1) / va.size, vb.var(ddof=1) / vb.size
+    se = math.sqrt(sa2 + sb2)
+    if se == 0:
+        p_min = 1 / (2 * math.comb(va.size + vb.size, va.size))
+        p_up = p_min if d > delta else 1.0
+        p_down = p_min if d < -delta else 1.0
+        test = "no spread: permutation resolution"
+    else:
+        df = (sa2 + sb2) ** 2 / ((sa2 ** 2 / (va.size - 1) if va.size > 1 else 0) +
+                                 (sb2 ** 2 / (vb.size - 1) if vb.size > 1 else 0))
+        p_up = float(st.t.sf((d - delta) / se, df))
+        p_down = float(st.t.cdf((d + delta) / se, df))
+        test = "welch"
+    p, verdict = _verdict(p_up, p_down, alpha, up_is_worse=higher_is_worse)
+    return {**fig, "test": test, "allowed_change": delta,
+            "difference": Estimate(d, None, None, min(va.size, vb.size), confidence, "mean").to_dict(),
+            "p_value": p, "verdict": verdict}
+
+
+def _mean_estimate(v: np.ndarray, confidence: float) -> Estimate:
+    if v.size == 0:
+        return Estimate(None, None, None, 0, confidence, "mean")
+    m = float(v.mean())
+    if v.size < 2:
+        return Estimate(m, None, None, int(v.size), confidence, "mean")
+    h = float(st.t.ppf(1 - (1 - confidence) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return Estimate(m, m - h, m + h, int(v.size), confidence, "student-t")
 
 
 # -- a family of figures ------------------------------------------------------------------------------------------

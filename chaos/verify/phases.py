@@ -47,6 +47,11 @@ def cut(windows, load_start: float, load_end: float, steady_window: float | None
     return out
 
 
+def ended_in(records, start: float, end: float) -> list:
+    """The records (a list) that belong to [start, end): ended there, or, never ended, were sent there."""
+    return [r for r in records if start <= (r.t_end if r.t_end is not None else r.t_start) < end]
+
+
 def figures(records, phase: Phase, open_loop: bool = False, confidence: float = 0.95) -> dict:
     """One phase's figures (report.json "phases" entry); records: chaos.records.Columns or a list of records."""
     c = as_columns(records)

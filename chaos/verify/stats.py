@@ -248,10 +248,15 @@ def resample_percentiles(sorted_values: np.ndarray, qs: Iterable[float], resampl
 
 
 def resample_grouped_percentiles(values, groups, qs: Iterable[float], resamples: int,
-                                 rng: np.random.Generator, max_cells: int = 4_000_000) -> np.ndarray:
+                                 rng: np.random.Generator, max_cells: int = 4_000_000, runs=None) -> np.ndarray:
     """resample_percentiles for values that are not independent: a cluster bootstrap, drawing whole groups (e.g.
     the requests of one half-second, which a host hiccup slows together) with replacement, G of the G groups.
     Shape (resamples, len(qs)); a resample's size varies with the groups it drew.
+
+    runs: None, or a label per value of the run it came from (each group lies in one run): a two-stage bootstrap,
+    drawing runs (R of R) and then, in each run drawn, its groups (G_r of G_r). Repeated runs differ by more than
+    their windows show (the host's state over a whole run: a neighbour, the page cache), and only drawing runs
+    carries that into the interval; with two or three runs a side the interval is wide, as it should be.
 
     Each resample is a weight per sorted value (how often its group was drawn); its percentile is read off the
     cumulative weights with np.percentile's linear interpolation. O(resamples x n), in chunks of max_cells."""
@@ -260,12 +265,24 @@ def resample_grouped_percentiles(values, groups, qs: Iterable[float], resamples:
     x = v[order]
     _, gi = np.unique(np.asarray(groups)[order], return_inverse=True)
     n, g = x.size, int(gi.max()) + 1
+    if runs is not None:
+        group_run = np.zeros(g, dtype=np.int64)
+        _, ri = np.unique(np.asarray(runs)[order], return_inverse=True)
+        group_run[gi] = ri
+        n_runs = int(ri.max()) + 1
+        members = [np.flatnonzero(group_run == k) for k in range(n_runs)]
     qs = list(qs)
     out = np.empty((resamples, len(qs)))
     rows = max(1, max_cells // max(n, 1))
     for start in range(0, resamples, rows):
         r = min(rows, resamples - start)
-        counts = rng.multinomial(g, np.full(g, 1.0 / g), size=r)  # (r, g): times each group was drawn
+        if runs is None:
+            counts = rng.multinomial(g, np.full(g, 1.0 / g), size=r)  # (r, g): times each group was drawn
+        else:
+            drawn = rng.multinomial(n_runs, np.full(n_runs, 1.0 / n_runs), size=r)  # (r, runs)
+            counts = np.zeros((r, g), dtype=np.int64)
+            for k, idx in enumerate(members):
+                counts[:, idx] = rng.multinomial(drawn[:, k] * idx.size, np.full(idx.size, 1.0 / idx.size))
         cum = np.cumsum(counts[:, gi], axis=1)  # (r, n): values at or below each sorted position
         total = cum[:, -1]
         for j, q in enumerate(qs):

@@ -160,3 +160,48 @@ def test_grouped_resampling_keeps_false_alarms_near_alpha_when_requests_share_hi
 def test_groups_must_match_the_values():
     with pytest.raises(ValueError, match="one label per value"):
         compare_latency([1.0, 2.0, 3.0], [1.0, 2.0], groups=([0, 0], [0, 1]))
+
+
+# -- one value a run: recovery times (the gate) -------------------------------------------------------------------
+
+def test_compare_values_calls_a_clear_slowdown_worse_and_noise_no_change():
+    from chaos.verify.compare import compare_values
+
+    a, b = [8.1, 8.4, 8.2, 8.3], [12.0, 12.5, 11.8, 12.2]
+    f = compare_values(a, b, tolerance=0.1, floor=0.5, name="time to restore")
+    assert f["verdict"] == "worse" and f["p_value"] < 0.01 and f["test"] == "welch"
+    assert abs(f["allowed_change"] - 0.825) < 1e-9  # 10 % of the baseline mean beats the 0.5 s floor
+    assert compare_values(b, a, tolerance=0.1, floor=0.5)["verdict"] == "better"
+    same = compare_values(a, [8.3, 8.0, 8.5, 8.2], tolerance=0.1, floor=0.5)
+    assert same["verdict"] == "no detectable change" and same["p_value"] > 0.5
+
+
+def test_compare_values_needs_two_a_side_and_respects_the_floor():
+    from chaos.verify.compare import compare_values
+
+    one = compare_values([8.0], [9.0, 9.1])
+    assert one["verdict"] == "not judged" and one["needs_runs"] == 2
+    # 30 ms -> 60 ms doubles, but a floor of 0.5 s says a change that small does not count
+    assert compare_values([0.03, 0.031, 0.029], [0.06, 0.061, 0.059], floor=0.5)["verdict"] == "no detectable change"
+    assert compare_values([0.03, 0.031, 0.029], [0.06, 0.061, 0.059], floor=0.0)["verdict"] == "worse"
+
+
+def test_compare_values_without_spread_reports_the_permutation_resolution_not_zero():
+    from chaos.verify.compare import compare_values
+
+    f = compare_values([1.0, 1.0, 1.0], [3.0, 3.0, 3.0], floor=0.1)
+    assert f["verdict"] == "worse" and f["p_value"] == 2 * 1 / (2 * 20)  # C(6, 3) = 20, two-sided
+
+
+def test_compare_latency_floor_widens_the_tolerance_of_small_percentiles():
+    import numpy as np
+
+    from chaos.verify.compare import compare_latency
+
+    rng = np.random.default_rng(1)
+    a = rng.normal(0.020, 0.001, 3000)
+    b = a + 0.002  # +10 % of a 20 ms figure: 2 ms
+    strict = compare_latency(a, b, tolerance=0.0, qs=(50,))
+    floored = compare_latency(a, b, tolerance=0.0, qs=(50,), floor=0.005)
+    assert strict["p50"]["verdict"] == "worse"
+    assert floored["p50"]["verdict"] == "no detectable change" and floored["p50"]["tolerance"] > 0.2

@@ -35,7 +35,7 @@ class AsyncEngine:
         self.dead: BaseException | None = None
         # Fault hooks (see chaos.reference.faults): read by the engine thread each step.
         self.step_delay = 0.0
-        self.step_slowdown = 1.0  # each step takes this factor of its measured time (proportional, not fixed)
+        self.step_slowdown = config.step_slowdown  # each step takes this factor of its measured time
         self._slowdown_owed = 0.0  # seconds of slowdown not yet waited (see _slow_down)
         self._hang_until = 0.0
         self._hang_cancel = threading.Event()

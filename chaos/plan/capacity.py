@@ -1,0 +1,194 @@
+"""`chaos capacity TARGET --slo "p95<3s,errors<0.1%"`: the highest load that still meets the SLO and where it
+breaks, found by a noise-tolerant search (chaos.plan.search), and the seed's cost sum (chaos.plan.cost).
+
+Each probe is one bounded load at one level; probes of the same level are pooled, so a repeat narrows that level's
+intervals. The knee is reported as an interval, [highest sure pass, lowest sure fail], never as one number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+
+from ..records import read_records
+from ..report.page import Page, esc
+from ..targets.reach import reached
+from .cost import CostInputs, cost_sum
+from .figures import judge, level_figures
+from .loadrun import Send, replicas, run_levels
+from .planplots import capacity_figure
+from .search import Level, SearchConfig, knee, next_probe
+from .slo import SLO
+from .tables import LEVEL_HEADERS, level_cells, markdown_table, text_table
+
+
+def _label(level: float, open_loop: bool) -> str:
+    return f"{level:g}/s" if open_loop else f"{int(level)} users"
+
+
+def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConfig, hold: float, out: str,
+             open_loop: bool = False, prices: dict | None = None, for_level: float | None = None,
+             progress=print) -> dict:
+    """Run the search against the reached target and write capacity.json/.md/.html. prices: price_per_hour and/or
+    price_per_1k_tokens given on the command line (they win over the target file's)."""
+    os.makedirs(out, exist_ok=True)
+    state: dict[float, Level] = {}
+    pooled: dict[float, list] = {}
+    probes, interrupted = [], False
+    with reached(target, variables, os.path.join(out, "target"), progress, send.api_key_env) as r:
+        name, model, n_replicas = r.name, r.model, replicas(r)
+        settings = getattr(r.spec, "settings", None) or {}
+        while (nxt := next_probe(state, cfg)) is not None:
+            level, why = nxt
+            pdir = os.path.join(out, "probes", f"{len(probes) + 1:02d}-{'rate' if open_loop else 'users'}"
+                                                f"{level:g}")
+            res = run_levels(r, send, [level], hold, pdir, open_loop, progress)
+            model = res.model
+            recs = read_records(res.records_path)
+            pooled.setdefault(level, []).extend(recs)
+            alone, together = judge(recs, slo, open_loop), judge(pooled[level], slo, open_loop)
+            s = state.setdefault(level, Level())
+            s.probes += 1
+            s.verdict = together["verdict"]
+            probes.append({"index": len(probes) + 1, "level": level, "why": why, "dir": os.path.abspath(pdir),
+                           "requests": len(recs), "verdict_alone": alone["verdict"], "verdict_pooled": s.verdict,
+                           "notes": list(res.notes)})  # e.g. a vendor's limits capping the load
+            progress(f"probe {len(probes)}: {_label(level, open_loop)} ({why}): {len(recs)} requests -> "
+                     f"{s.verdict}" + (f" (pooled over {s.probes} probes)" if s.probes > 1 else "") + "; "
+                     + ", ".join(f"{c['clause']} {c['verdict']}" for c in together["clauses"]))
+            if res.interrupted:
+                interrupted = True
+                break
+    k = knee(state)
+    rows = []
+    for level in sorted(state):
+        j = judge(pooled[level], slo, open_loop)
+        rows.append({"level": level, "step": _label(level, open_loop), "probes": state[level].probes,
+                     "verdict": j["verdict"], "clauses": {c["key"]: c for c in j["clauses"]},
+                     **level_figures(pooled[level], open_loop, hold * state[level].probes)})
+    safe = next((row for row in rows if row["level"] == k.low), None)
+    prices = {**{key: settings.get(key) for key in ("price_per_hour", "price_per_1k_tokens")
+                 if settings.get(key) is not None}, **{k2: v for k2, v in (prices or {}).items() if v is not None}}
+    cost = cost_sum(CostInputs(
+        k.low, n_replicas, for_level, prices.get("price_per_hour"), prices.get("price_per_1k_tokens"),
+        (safe or {}).get("rps", {}).get("value"),
+        (safe["input_tokens"] + safe["output_tokens"]) / safe["ok"] if safe and safe["ok"] else None))
+    report = {"command": "capacity", "target": target, "name": name, "model": model, "replicas": n_replicas,
+              "unit": "arrivals/s" if open_loop else "concurrency", "slo": slo.text(),
+              "clauses": [{"clause": c.text(), "key": c.key, "limit": c.limit} for c in slo.clauses],
+              "search": asdict(cfg), "hold_s": hold, "interrupted": interrupted,
+              "send": {"workload": send.workload, "input_tokens": send.input_tokens,
+                       "output_tokens": send.output_tokens, "seed": send.seed, "timeout_s": send.timeout_total},
+              "knee": k.to_dict(), "probes": probes, "levels": rows, "cost": cost,
+              "conclusion": conclusion(k, cfg, open_loop, len(probes)) + _too_few(rows)}
+    write(report, out)
+    return report
+
+
+def conclusion(k, cfg: SearchConfig, open_loop: bool, n_probes: int) -> str:
+    unit = "arrivals/s" if open_loop else "users"
+    if k.low is None and k.high is None:
+        return f"no level was decided in {n_probes} probes: every figure stayed unclear (raise --hold or --max-probes)"
+    if k.low is None:
+        return (f"the SLO breaks already at {k.high:g} {unit}, and no lower level surely met it"
+                + ("" if k.unclear else " (the lowest probed)"))
+    if k.high is None:
+        return (f"the SLO held at every level surely judged, up to {k.low:g} {unit}: no breaking point found "
+                f"within {n_probes} probes (max level {cfg.max_level:g}); raise --max-level or --max-probes")
+    text = (f"knee in [{k.low:g}, {k.high:g}] {unit}: {k.low:g} surely meets the SLO, {k.high:g} surely "
+            f"breaks it")
+    if k.unclear:
+        text += f"; unclear in between: {', '.join(f'{x:g}' for x in k.unclear)}"
+    if k.non_monotone:
+        text += (f"; but {', '.join(f'{x:g}' for x in k.non_monotone)} met it above the break (noisy target: "
+                 f"repeat with a longer --hold)")
+    if cfg.expected is not None:
+        text += (f"; the expected load {cfg.expected:g} is " + ("within the safe capacity" if k.low >= cfg.expected
+                                                              else "ABOVE the safe capacity"))
+    return text
+
+
+def _too_few(rows: list[dict]) -> str:
+    """A hint when a level stayed unclear only for want of requests (no bound at all on its side)."""
+    needs = {c["clause"]: c["estimate"]["needs"] for row in rows if row["verdict"] == "unclear"
+             for c in row["clauses"].values() if c["verdict"] == "unclear" and c["estimate"].get("needs")}
+    if not needs:
+        return ""
+    return "; too few requests to judge " + ", ".join(f"{k} (an interval needs n>={v} at a level)"
+                                                      for k, v in needs.items()) + ": hold each probe longer"
+
+
+def table_rows(report: dict) -> list[list[str]]:
+    out = []
+    for row in report["levels"]:
+        verdicts = ", ".join(f"{c['clause']}: {c['verdict']}" for c in row["clauses"].values())
+        out.append([f"{row['step']} x{row['probes']}", row["verdict"], verdicts]
+                   + level_cells(row["step"], row)[1:])
+    return out
+
+
+HEADERS = ["level (probes)", "SLO", "clauses"] + LEVEL_HEADERS[1:]
+
+
+def cost_lines(cost: dict, unit: str) -> list[str]:
+    unit = "users" if unit == "concurrency" else unit
+    lines = []
+    if cost.get("per_instance") is not None:
+        lines.append(f"per-instance capacity: {cost['per_instance']:g} {unit} (safe value / "
+                     f"{cost['inputs']['replicas']} replica(s))")
+    if cost.get("instances") is not None:
+        lines.append(f"instances for {cost['inputs']['for_level']:g} {unit}: {cost['instances']}")
+    for how, v in (cost.get("cost_per_1k_requests") or {}).items():
+        lines.append(f"cost per 1,000 requests at the SLO ({'hourly price' if how == 'by_hour' else 'token price'})"
+                     f": {v:.4g}")
+    lines += [f"cost sum not made: {w}" for w in cost.get("why_not") or []]
+    return lines
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# Capacity: {report['name']} against {report['slo']}", "", f"**{report['conclusion']}**", "",
+             f"- target `{report['target']}`, model `{report['model']}`, {report['replicas']} replica(s); "
+             f"{len(report['probes'])} probes of {report['hold_s']:g} s",
+             "- a level meets the SLO when every clause's 95% interval lies within its limit, breaks it when one "
+             "lies beyond; otherwise it is unclear and is probed again (probes of a level are pooled)", ""]
+    lines += markdown_table(HEADERS, table_rows(report))
+    lines += ["", "## Cost", ""] + [f"- {x}" for x in cost_lines(report["cost"], report["unit"])]
+    lines += ["", "## Probes", "", "| # | level | why | requests | alone | pooled |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p['index']} | {p['level']:g} | {p['why']} | {p['requests']} | {p['verdict_alone']} | "
+              f"{p['verdict_pooled']} |" for p in report["probes"]]
+    lines += [f"- probe {p['index']}: {n}" for p in report["probes"] for n in p.get("notes") or []]
+    return "\n".join(lines) + "\n"
+
+
+def html(report: dict) -> str:
+    page = Page(f"Capacity: {report['name']}")
+    page.add(f"<h1>Capacity: {esc(report['name'])} against {esc(report['slo'])}</h1>")
+    page.add(f'<p class="reason" style="border-color:#9a6700">{esc(report["conclusion"])}</p>')
+    for c in report["clauses"]:
+        page.figure(capacity_figure(report["levels"], c, report["knee"], report["unit"]))
+    page.h2("Levels (probes pooled)")
+    page.table(HEADERS, table_rows(report))
+    page.h2("Cost")
+    page.add("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in cost_lines(report["cost"], report["unit"])) + "</ul>")
+    page.h2("Probes, in order")
+    page.table(["#", "level", "why", "requests", "alone", "pooled"],
+               [[str(p["index"]), f"{p['level']:g}", p["why"], str(p["requests"]), p["verdict_alone"],
+                 p["verdict_pooled"]] for p in report["probes"]])
+    return page.render()
+
+
+def print_report(report: dict) -> None:
+    print(text_table(HEADERS, table_rows(report)))
+    print(f"\n{report['conclusion']}")
+    for line in cost_lines(report["cost"], report["unit"]):
+        print(line)
+
+
+def write(report: dict, out: str) -> None:
+    with open(os.path.join(out, "capacity.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    with open(os.path.join(out, "capacity.md"), "w") as f:
+        f.write(markdown(report))
+    with open(os.path.join(out, "capacity.html"), "w") as f:
+        f.write(html(report))

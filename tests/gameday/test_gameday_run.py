@@ -1,0 +1,169 @@
+"""Game days end to end with real runs (tiny, one replica, a few seconds each): a suite with a failing member that
+does not stop the rest, the combined report (md, html, junit) and the history; a game day killed outright and
+resumed (the run it left finishing on its own is taken as it is); the lock; an interrupted game day reporting
+what it did not run; and a killed game day found by the next one and reported with what it did not run."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+OK = """name: ok
+vars: {DUR: 5s}
+target: {kind: reference, replicas: 1, preset: tiny}
+load: {workload: chat, users: 2, duration: "${DUR}", output_tokens: 4-8}
+steady_state: {window: 2s, slo: {p95_latency: 10s}}
+"""
+BAD = """name: bad
+target: {kind: reference, replicas: 1, preset: tiny}
+load: {workload: chat, users: 2, duration: 5s, output_tokens: 4-8}
+verify:
+  slo_after: {p95_latency: 1ms}
+"""
+SUITE = """name: nightly
+vars: {DUR: "${DUR}"}
+experiments:
+  - {file: ok.yaml}
+  - {file: bad.yaml}
+"""
+
+
+def chaos(*args, cwd, timeout=240, **kw):
+    return subprocess.run([sys.executable, "-m", "chaos", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def suite(d, dur):
+    (d / "ok.yaml").write_text(OK)
+    (d / "bad.yaml").write_text(BAD)
+    (d / "suite.yaml").write_text(SUITE.replace("${DUR}", dur))
+    return str(d / "suite.yaml")
+
+
+def days(folder):
+    return sorted(p for p in os.listdir(folder) if p[0].isdigit())
+
+
+def state(folder, day):
+    return json.loads(open(os.path.join(folder, day, "gameday.json")).read())
+
+
+def wait_for(pred, timeout, what):
+    t0 = time.monotonic()
+    while not pred():
+        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gd")
+    out = d / "gamedays"
+    # 1. a game day with a failing member, on a schedule (croniter's sixth field is seconds: the next second)
+    first = chaos("gameday", suite(d, "5s"), "--out", str(out), "--every", "* * * * * *", "--times", "1", cwd=d)
+    # 2. killed outright mid-run, the lock held meanwhile, then resumed
+    long_suite = suite(d, "14s")
+    g = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", long_suite, "--out", str(out)], cwd=d,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: len(days(out)) == 2 and os.path.exists(out / days(out)[1] / "runs" / "ok" / "journal.jsonl"),
+             90, "the second game day's first run")
+    locked = chaos("gameday", long_suite, "--out", str(out), cwd=d, timeout=60)
+    g.send_signal(signal.SIGKILL)
+    g.wait(10)
+    killed_day = days(out)[1]
+    run_dir = out / killed_day / "runs" / "ok"
+    wait_for(lambda: os.path.exists(run_dir / "report.json"), 90, "the orphaned run to finish by itself")
+    # a copy of the killed state, found and reported by the interrupted game day below
+    ghost = out / "20000101T000000Z"
+    shutil.copytree(out / killed_day, ghost, ignore=shutil.ignore_patterns("runs"))
+    doc = json.loads((ghost / "gameday.json").read_text())
+    doc.update(pid=2**22 + 7, dir=str(ghost))  # a pid no process has
+    (ghost / "gameday.json").write_text(json.dumps(doc))
+    resumed = chaos("gameday", long_suite, "--resume", str(out / killed_day), cwd=d)
+    # 3. interrupted (SIGINT) during its first run
+    g = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", long_suite, "--out", str(out)], cwd=d,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(days(out)) == 4 and os.path.exists(out / days(out)[3] / "runs" / "ok" / "journal.jsonl"),
+             90, "the interrupted game day's first run")
+    time.sleep(1)
+    g.send_signal(signal.SIGINT)
+    stdout, stderr = g.communicate(timeout=90)
+    return {"out": out, "first": first, "locked": locked, "killed_day": killed_day, "resumed": resumed,
+            "interrupted": (g.returncode, stdout, stderr), "ghost": ghost}
+
+
+def test_a_failing_member_does_not_stop_the_rest_and_the_report_has_each_verdict(folder):
+    out, r = folder["out"], folder["first"]
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "next game day at" in r.stdout
+    day = days(out)[1]  # the ghost sorts first
+    doc = state(out, day)
+    assert doc["status"] == "finished" and [x["name"] for x in doc["runs"]] == ["ok", "bad"]
+    assert [x["exit_code"] for x in doc["runs"]] == [0, 1] and doc["not_run"] == []
+    ok, bad = doc["runs"]
+    assert ok["score"] == 100.0 and bad["score"] < 100.0
+    assert doc["score"] == round((ok["score"] + bad["score"]) / 2, 1)
+    md = (out / day / "gameday.md").read_text()
+    assert "| ok | passed | 100 |" in md and "runs/bad/report.md" in md and f"resilience score {doc['score']}" in md
+    assert (out / day / "runs" / "ok" / "report.json").exists()
+    cases = {c.get("name"): c for c in ET.parse(out / day / "junit.xml").getroot().iter("testcase")}
+    assert cases["ok"].find("failure") is None and cases["bad"].find("failure") is not None
+    html = (out / day / "gameday.html").read_text()
+    assert 'href="runs/ok/report.html"' in html and "Key figures across game days" in html
+
+
+def test_the_lock_refuses_an_overlapping_game_day(folder):
+    r = folder["locked"]
+    assert r.returncode == 2 and "another game day of this suite is running" in r.stderr
+
+
+def test_a_killed_game_day_resumes_taking_the_run_that_finished_by_itself(folder):
+    out, r = folder["out"], folder["resumed"]
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "ok: finished after the game day was killed" in r.stdout
+    doc = state(out, folder["killed_day"])
+    assert doc["status"] == "finished" and [x["name"] for x in doc["runs"]] == ["ok", "bad"]
+    assert doc["runs"][0]["exit_code"] == 0 and doc["not_run"] == []
+
+
+def test_an_interrupted_game_day_reports_what_it_did_not_run(folder):
+    out = folder["out"]
+    code, stdout, stderr = folder["interrupted"]
+    assert code == 130, stdout[-2000:] + stderr[-2000:]
+    doc = state(out, days(out)[3])
+    assert doc["status"] == "interrupted" and doc["not_run"] == ["bad"]
+    assert doc["runs"][0]["exit_code"] == 130
+    md = (out / days(out)[3] / "gameday.md").read_text()
+    assert "**not run (interrupted):** bad" in md
+    # the interrupted run rolled back and wrote its partial report
+    assert json.loads((out / days(out)[3] / "runs" / "ok" / "report.json").read_text())["verdict"] == "interrupted"
+
+
+def test_a_killed_game_day_is_found_by_the_next_and_reported_with_what_it_did_not_run(folder):
+    doc = json.loads((folder["ghost"] / "gameday.json").read_text())
+    assert doc["status"] == "killed" and doc["not_run"] == ["ok", "bad"]
+    assert "**not run (killed):** ok, bad" in (folder["ghost"] / "gameday.md").read_text()
+
+
+def test_the_history_keeps_every_game_day_and_the_trend_with_intervals(folder):
+    out = folder["out"]
+    db = sqlite3.connect(out / "history.sqlite")
+    rows = db.execute("SELECT status FROM gameday ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["finished", "killed", "finished", "interrupted"]
+    figs = db.execute("SELECT DISTINCT figure FROM figure WHERE experiment = 'ok'").fetchall()
+    assert ("E2E P99, whole run",) in figs
+    with_interval = db.execute("SELECT COUNT(*) FROM figure WHERE low IS NOT NULL").fetchone()[0]
+    assert with_interval > 0
+    last = out / days(out)[3]
+    html = (last / "gameday.html").read_text()
+    n = int(html.split('name="chaos-figures" content="')[1].split('"')[0])
+    assert n >= 3  # the score's trend and at least two key figures'
