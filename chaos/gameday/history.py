@@ -1,8 +1,8 @@
 """Every game day's key figures, kept in history.sqlite in the suite's game-day folder.
 
 Why SQLite: one file beside the runs, in the standard library, safe against a game day killed mid-write (each
-game day is one transaction), and queried with plain SQL by anyone who wants more than the trend plot. Appends
-only; nothing is rewritten. docs/gameday.md lists the schema.
+game day is one transaction), and queried with plain SQL by anyone who wants more than the trend plot. Appends;
+the one row ever replaced is a resumed game day's, when it ends. docs/gameday.md lists the schema.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ class History:
                 [(gid, f["experiment"], f["figure"], f.get("value"), f.get("low"), f.get("high"), f.get("n"),
                   f.get("unit", "s")) for f in figures])
         return gid
+
+    def remove(self, gameday_id: int) -> None:
+        """A game day's row and figures, before a resumed game day writes them again when it ends."""
+        with self.db:
+            self.db.execute("DELETE FROM figure WHERE gameday_id = ?", (gameday_id,))
+            self.db.execute("DELETE FROM gameday WHERE id = ?", (gameday_id,))
 
     def gamedays(self) -> list[dict]:
         cols = ("id", "started", "finished", "suite", "dir", "status", "score", "experiments", "passed")

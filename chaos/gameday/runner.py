@@ -97,15 +97,40 @@ def unfinished(folder: str) -> list[str]:
     return out
 
 
+def _orphan(doc: dict) -> int | None:
+    """The pid of a run a killed game day started that still runs (its own session: it finishes by itself)."""
+    child = doc.get("child") or {}
+    pid = child.get("pid")
+    try:
+        if pid and psutil.Process(pid).create_time() == child.get("create_time") and _alive(pid):
+            return pid
+    except psutil.Error:
+        pass
+    return None
+
+
 def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = None) -> dict:
     """Run (or, resume=DIR, finish) one game day under the folder's lock; returns its gameday.json document."""
+    resume = os.path.realpath(resume) if resume else None
     with Lock(folder):
         for dead in unfinished(folder):
-            if dead != resume:
+            doc = json.load(open(os.path.join(dead, "gameday.json")))
+            if (pid := _orphan(doc)) is not None:
+                raise GamedayError(f"{dead}: a killed game day's run is still running (pid {pid}); it rolls back "
+                                   f"and ends by itself: wait for it, then run again")
+            if os.path.realpath(dead) != resume:
                 close_killed(dead, folder, progress)
         if resume:
             doc = json.load(open(os.path.join(resume, "gameday.json")))
+            if doc.get("status") == "finished":
+                raise GamedayError(f"{resume}: this game day finished; there is nothing to resume")
             day = resume
+            if doc.get("history_id"):  # interrupted or reported killed before: its row is replaced when it ends
+                hist = History(os.path.join(folder, "history.sqlite"))
+                try:
+                    hist.remove(doc.pop("history_id"))
+                finally:
+                    hist.close()
             progress(f"resuming {day}: {len(_todo(suite, doc))} experiment(s) to run")
         else:
             day = os.path.join(folder, stamp())
@@ -125,12 +150,14 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
                 if out is None:
                     if os.path.exists(run_dir):  # a killed game day's unfinished run: keep it, run again beside it
                         os.replace(run_dir, f"{run_dir}.killed-{stamp()}")
-                    out = run_entry(e, run_dir, progress=progress)
+                    out = run_entry(e, run_dir, progress=progress, on_start=lambda pid: _started(doc, state, pid))
                 doc["runs"] = [r for r in doc["runs"] if r["name"] != e.name] + [
                     {**out.to_dict(), "verdict": out.report.get("verdict"),
                      "score": S.experiment_score(out.exit_code, out.report)}]
                 _write(state, doc)
-                if out.exit_code == INTERRUPTED:
+                doc.pop("child", None)
+                _write(state, doc)
+                if out.exit_code == INTERRUPTED or out.interrupted:
                     raise KeyboardInterrupt
                 if out.exit_code in (FAILED, SETUP) and e.stop_on_failure:
                     doc["stopped"] = f"{e.name} {out.status} and says stop_on_failure"
@@ -139,6 +166,9 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
             doc["status"] = "finished"
         except KeyboardInterrupt:
             doc["status"] = "interrupted"
+            raise
+        except BaseException as e:
+            doc.update(status="error", error=f"{type(e).__name__}: {e}")
             raise
         finally:
             finish(doc, day, folder)
@@ -155,6 +185,15 @@ def adopt(entry, run_dir: str, progress) -> Outcome | None:
     return Outcome(entry.name, run_dir, code, float(rep.get("duration_s") or 0), entry.target, "", rep)
 
 
+def _started(doc: dict, state: str, pid: int) -> None:
+    """The running experiment's pid, so that a game day killed meanwhile knows its run still runs."""
+    try:
+        doc["child"] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
+    except psutil.Error:
+        return
+    _write(state, doc)
+
+
 def _todo(suite: Suite, doc: dict):
     done = {r["name"] for r in doc.get("runs", []) if r.get("exit_code") != INTERRUPTED}
     return [e for e in suite.entries if e.name not in done]
@@ -164,6 +203,17 @@ def close_killed(day: str, folder: str, progress=print) -> None:
     """A game day that was killed: its report says so and what it did not run; its history row is written."""
     doc = json.load(open(os.path.join(day, "gameday.json")))
     doc["status"] = "killed"
+    doc.pop("child", None)
+    suite_names = doc.get("planned", [])
+    done = {r["name"] for r in doc["runs"]}
+    for name in suite_names:  # a run that finished by itself after the kill is taken as it is
+        rep = _report(os.path.join(day, "runs", name)) if name not in done else {}
+        if rep.get("exit_code") in (0, 1, 3, 4):
+            doc["runs"].append({"name": name, "run_dir": os.path.join(os.path.abspath(day), "runs", name),
+                                "exit_code": rep["exit_code"], "status": rep.get("verdict"),
+                                "seconds": float(rep.get("duration_s") or 0), "target": None, "error": "",
+                                "interrupted": False, "verdict": rep.get("verdict"),
+                                "score": S.experiment_score(rep["exit_code"], rep)})
     progress(f"{day}: a game day that was killed; reported with what it did not run "
              f"(`chaos gameday --resume {day}` would have finished it)")
     finish(doc, day, folder)

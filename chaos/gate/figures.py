@@ -41,7 +41,9 @@ class Settings:
     recovery_floor_s: float = 0.5  # recovery times: the verifier's own resolution is a few hundred ms
     error_tolerance: float = 0.01  # absolute: one percentage point of error rate
     percentiles: tuple = (50, 95, 99)
-    resamples: int = 4000
+    # The bootstrap's p resolves no finer than 1/resamples, and Holm asks the smallest of m figures for alpha/m:
+    # 10,000 leaves room for 500 figures at 95 % (about 20 experiments).
+    resamples: int = 10000
 
     def __post_init__(self):
         if not 0 < self.confidence < 1:
@@ -84,6 +86,13 @@ class Side:
             ph = next(p for p in rep["phases"] if p["name"] == name)
             out.append((i, ended_in(recs, ph["start"], ph["end"])))
         return out
+
+    def dropped(self) -> list[str]:
+        """Phases and faults some run of this side has and another lacks (not compared)."""
+        every = set(self.phases()) | set(self.faults())
+        seen = {p["name"] for r in self.reports for p in r.get("phases") or []}
+        seen |= {f["fault"] for r in self.reports for f in (r.get("recovery") or {}).get("faults") or []}
+        return sorted(seen - every)
 
     def faults(self) -> list[str]:
         names = [[f["fault"] for f in (r.get("recovery") or {}).get("faults") or []] for r in self.reports]
@@ -131,8 +140,11 @@ def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
                 fig = res[f"p{q:g}"]
                 fig.update(experiment=exp, phase=phase, metric=f"{metric} p{q:g}")
                 if fig["verdict"] == C.NOT_JUDGED:
-                    fig["needs_runs"] = _runs_needed(min_point_samples(q), min(va.size, vb.size),
-                                                     min(len(a.run_dirs), len(b.run_dirs)))
+                    need = min_point_samples(q)
+                    per_side = {"a": _runs_needed(need, va.size, len(a.run_dirs)),
+                                "b": _runs_needed(need, vb.size, len(b.run_dirs))}
+                    short = "a" if va.size < need else "b"
+                    fig.update(needs_runs=per_side[short], short_side=short)
                 out.append(fig)
         (fa, na), (fb, nb) = _errors(ra), _errors(rb)
         fig = C.compare_proportions(fa, na, fb, nb, s.confidence, tolerance=s.error_tolerance,
@@ -143,10 +155,10 @@ def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
 
 
 def _runs_needed(need: int, have: int, runs: int) -> int:
-    """Runs a side needs to hold `need` samples, at the rate these runs gave them."""
+    """Runs a side needs to hold `need` samples, at the rate its runs gave them."""
     if have <= 0 or runs <= 0:
         return runs + 1
-    return max(runs + 1, math.ceil(need * runs / have))
+    return max(runs + 1 if have < need else runs, math.ceil(need * runs / have))
 
 
 def _recovery(rep: dict, fault: str) -> dict:
@@ -169,6 +181,9 @@ def recovery_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
                 for i, rep in enumerate(side.reports):
                     f = _recovery(rep, fault)
                     v = (f.get(key) or {}).get("value")
+                    if v is None and key == "time_to_detect":
+                        cens += 1  # no client saw the fault: the best outcome, not a long time
+                        continue
                     if v is None:
                         v, cens = _censor(side, i, f), cens + 1
                     if v is not None:
@@ -177,6 +192,13 @@ def recovery_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
             fig = C.compare_values(values["a"], values["b"], s.confidence, tolerance=s.tolerance,
                                    floor=s.recovery_floor_s, name=f"{exp} · {fault} {label}")
             fig.update(experiment=exp, phase=fault, metric=label, censored=censored)
+            if fig["verdict"] == C.NOT_JUDGED:
+                if key == "time_to_detect" and (censored["a"] or censored["b"]):
+                    fig.pop("needs_runs", None)  # a side where clients never saw it: nothing to time, no more runs
+                    fig["why"] = (f"no client saw the fault in {censored['a']} baseline / {censored['b']} candidate "
+                                  f"runs: detection is not timed there")
+                else:
+                    fig["short_side"] = "a" if len(values["a"]) < 2 else "b"
             out.append(fig)
         fa = [(_recovery(rep, fault).get("error_budget") or {}).get("failed_requests") or 0 for rep in a.reports]
         fb = [(_recovery(rep, fault).get("error_budget") or {}).get("failed_requests") or 0 for rep in b.reports]

@@ -16,12 +16,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..suite.execute import INTERRUPTED, SETUP, Outcome, read_report, run_entry
+from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry
 from ..suite.model import Suite
 from ..verify import compare as C
 from .figures import Settings, Side, experiment_figures
 
-PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE = 0, 1, 2, 4
+PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE_EXIT = 0, 1, 2, 4
+RAN = (PASSED, FAILED, ABORTED, INCONCLUSIVE)  # runs with records to compare
 
 
 class GateError(Exception):
@@ -65,8 +66,12 @@ def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
                 # a gate's candidate runs (the build that passed) make the next gate's baseline
                 if name == "gate.json" and run.get("side") != "b":
                     continue
-                if run.get("exit_code") in (0, 1, 3, 4):
+                if run.get("exit_code") in RAN:
                     found.setdefault(run["name"], []).append(_abs(path, run["run_dir"]))
+            missing = [e.name for e in suite.entries if e.name not in found]
+            if missing:
+                raise GateError(f"{path}: no finished baseline run of {', '.join(missing)}: the baseline must have "
+                                f"run every experiment of the suite (or give --baseline-target)")
             return found
     if os.path.exists(os.path.join(path, "report.json")):
         rep = read_report(path)
@@ -79,7 +84,12 @@ def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
 
 
 def _abs(base: str, p: str) -> str:
-    return p if os.path.isabs(p) else os.path.join(base, p)
+    """Run directories are recorded absolute; an older record's relative one is tried beside the record, then
+    from the current directory."""
+    if os.path.isabs(p):
+        return p
+    beside = os.path.join(base, p)
+    return beside if os.path.exists(beside) else os.path.abspath(p)
 
 
 def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
@@ -103,9 +113,9 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
                 sides[e.name][side].append(out)
                 doc["runs"].append({**out.to_dict(), "side": side})
                 _write(plan.out_dir, doc)
-                if out.exit_code == INTERRUPTED:
+                if out.exit_code == INTERRUPTED or out.interrupted:
                     raise KeyboardInterrupt
-                if out.exit_code == SETUP:
+                if out.exit_code not in RAN:  # a setup error, or the run crashed: nothing to compare
                     doc.update(decide_setup(out))
                     return _finish(plan.out_dir, doc)
     except KeyboardInterrupt:
@@ -120,14 +130,31 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
         else:
             a_dirs = plan.baseline_runs.get(e.name) or []
         b_dirs = [o.run_dir for o in sides[e.name]["b"]]
-        if not a_dirs:
-            doc.setdefault("missing_baseline", []).append(e.name)
-            continue
         a = Side.read(a_dirs, [read_report(d) for d in a_dirs])
         b = Side.read(b_dirs, [read_report(d) for d in b_dirs])
-        figs += experiment_figures(e.name, a, b, settings)
+        figs += experiment_figures(e.name, a, b, settings) + [aborted_figure(e.name, sides[e.name], a_dirs)]
+        dropped = a.dropped() + b.dropped()
+        if dropped:
+            doc.setdefault("not_compared", []).append(f"{e.name}: {', '.join(sorted(set(dropped)))} (not in every "
+                                                      f"run: an aborted run ends early)")
     doc.update(decide(figs, settings, plan))
     return _finish(plan.out_dir, doc)
+
+
+def aborted_figure(exp: str, runs: dict[str, list[Outcome]], a_dirs: list[str]) -> dict:
+    """Runs abort_when stopped: a candidate that trips it where the baseline did not is a regression, whatever
+    its other figures say (they end early, and phases it never reached are not compared)."""
+    a_codes = [o.exit_code for o in runs["a"]] or [read_report(d).get("exit_code") for d in a_dirs]
+    b_codes = [o.exit_code for o in runs["b"]]
+    ka, kb = sum(c == ABORTED for c in a_codes), sum(c == ABORTED for c in b_codes)
+    fig = {"figure": f"{exp} · runs aborted by abort_when", "kind": "count", "experiment": exp, "phase": "run",
+           "metric": "aborted runs", "a": {"value": ka, "n": len(a_codes)}, "b": {"value": kb, "n": len(b_codes)},
+           "p_value": None}
+    if kb and kb / max(1, len(b_codes)) > ka / max(1, len(a_codes)):
+        return {**fig, "verdict": C.WORSE, "why": f"{kb} of {len(b_codes)} candidate runs aborted, {ka} of "
+                                                  f"{len(a_codes)} baseline runs"}
+    return {**fig, "verdict": C.SAME, "why": f"aborted: {ka} of {len(a_codes)} baseline, {kb} of {len(b_codes)} "
+                                             f"candidate runs"}
 
 
 def decide_setup(out: Outcome) -> dict:
@@ -156,10 +183,15 @@ def decide(figs: list[dict], s: Settings, plan: Plan) -> dict:
                 "reason": f"{len(worse)} figure(s) worse beyond the tolerance and the noise"}
     if not judged or short:
         need = max([f["needs_runs"] for f in short] or [plan.repeat + 1])
-        more = max(1, need - plan.repeat)
-        return {**base, "exit_code": INCONCLUSIVE, "verdict": "inconclusive", "needs_runs": need,
-                "reason": f"no regression found, but {len(short)} figure(s) had too few samples to judge: "
-                          f"{more} more run(s) a side (--repeat {need}), or fewer percentiles (--percentiles)"}
+        baseline_short = not plan.baseline_target and any(f.get("short_side") == "a" for f in short)
+        if baseline_short:
+            how = (f"the recorded baseline has too few: record at least {need} baseline runs of each experiment "
+                   f"(a game day or gate with --repeat {need}), or give --baseline-target")
+        else:
+            need = max(need, plan.repeat + 1)
+            how = f"{need - plan.repeat} more run(s) a side (--repeat {need}), or fewer percentiles (--percentiles)"
+        return {**base, "exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "needs_runs": need,
+                "reason": f"no regression found, but {len(short)} figure(s) had too few samples to judge: {how}"}
     return {**base, "exit_code": PASS, "verdict": "pass",
             "reason": f"no figure worse beyond the tolerance and the noise ({len(judged)} judged)"}
 

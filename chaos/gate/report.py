@@ -25,6 +25,8 @@ def _est(e: dict | None, kind: str) -> str:
         f = lambda v: f"{v * 100:.2f}%"  # noqa: E731
     elif kind == "rate":
         f = lambda v: f"{v:.2f}"  # noqa: E731
+    elif kind == "count":
+        return f"{e['value']} of {e.get('n')}"
     else:
         f = _dur
     if e.get("low") is None:
@@ -41,7 +43,7 @@ def figure_line(f: dict) -> str:
         parts.append(f"×{ratio['value']:.2f} [{ratio['low']:.2f}, {ratio['high']:.2f}]")
     if f.get("p_holm") is not None:
         parts.append(f"p = {f['p_holm']:.2g} (Holm)")
-    if f.get("censored") and any(f["censored"].values()):
+    if f.get("censored") and any(f["censored"].values()) and f.get("metric") != "time to detect":
         parts.append(f"never recovered in {f['censored']['a']} / {f['censored']['b']} runs (counted to the end)")
     if f["verdict"] == C.NOT_JUDGED:
         parts.append(f"not judged: {f.get('why', '')}")
@@ -64,6 +66,8 @@ def markdown(doc: dict) -> str:
     if worse:
         lines += ["", "| regressed figure | baseline → candidate |", "|---|---|"]
         lines += [f"| **{f['figure']}** | {figure_line(f)} |" for f in worse]
+    for note in doc.get("not_compared") or []:
+        lines += ["", f"Not compared: {note}"]
     if better:
         lines += ["", "Better: " + "; ".join(f"{f['figure']} ({figure_line(f)})" for f in better)]
     if figs:
@@ -101,7 +105,8 @@ def junit(doc: dict) -> str:
         if f["verdict"] == C.WORSE:
             ET.SubElement(case, "failure", message=_text(f"regressed: {figure_line(f)}"))
         elif f["verdict"] == C.NOT_JUDGED:
-            ET.SubElement(case, "skipped", message=_text(f.get("why", "not judged")))
+            need = f" (needs {f['needs_runs']} runs a side)" if f.get("needs_runs") else ""
+            ET.SubElement(case, "skipped", message=_text(f.get("why", "not judged") + need))
     out = ET.SubElement(suite, "system-out")
     out.text = _text(f"{doc.get('verdict')}: {doc.get('reason')}")
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -28,8 +28,9 @@ class Outcome:
     exit_code: int
     seconds: float
     target: str | None = None
-    error: str = ""  # the last lines of stderr, for a setup error
+    error: str = ""  # the run's error lines, when it did not run to a verdict
     report: dict = field(default_factory=dict)
+    interrupted: bool = False  # a Ctrl-C came while it ran: the caller stops after recording it
 
     @property
     def status(self) -> str:
@@ -37,7 +38,8 @@ class Outcome:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "run_dir": self.run_dir, "exit_code": self.exit_code, "status": self.status,
-                "seconds": round(self.seconds, 2), "target": self.target, "error": self.error}
+                "seconds": round(self.seconds, 2), "target": self.target, "error": self.error,
+                "interrupted": self.interrupted}
 
 
 def read_report(run_dir: str) -> dict:
@@ -48,39 +50,73 @@ def read_report(run_dir: str) -> dict:
         return {}
 
 
+ROLLBACK_BOUND_S = 600.0  # after an interrupt, how long a run may take to roll back before it is killed
+
+
 def run_entry(entry: Entry, run_dir: str, target: str | None = None, progress=lambda line: None,
-              timeout_s: float = 6 * 3600) -> Outcome:
+              timeout_s: float = 6 * 3600, on_start=lambda pid: None) -> Outcome:
     """`chaos run ENTRY --out RUN_DIR [--target T] [--var ...]` in a child; its outcome and report.
-    A KeyboardInterrupt meanwhile is passed to the child; the outcome then says INTERRUPTED (once the child has
-    rolled back and exited), and the caller, having recorded it, stops."""
+    A KeyboardInterrupt meanwhile is passed to the child; the outcome then says interrupted (once the child has
+    rolled back and exited), and the caller, having recorded it, stops. on_start(pid): the child is running."""
+    run_dir = os.path.abspath(run_dir)  # recorded in gate.json / gameday.json, read back from anywhere
     target = target or entry.target
     cmd = [sys.executable, "-m", "chaos", "run", entry.file, "--out", run_dir, "--json"]
     if target:
         cmd += ["--target", target]
     for k, v in entry.vars.items():
         cmd += ["--var", f"{k}={v}"]
-    os.makedirs(os.path.dirname(os.path.abspath(run_dir)), exist_ok=True)
+    os.makedirs(os.path.dirname(run_dir), exist_ok=True)
     t0 = time.monotonic()
     progress(f"{entry.name}: chaos run {entry.file}" + (f" --target {target}" if target else "")
              + f" -> {run_dir}")
-    log_path = os.path.abspath(run_dir) + ".log"
+    log_path = run_dir + ".log"
     # Into a file, not a pipe: a run outlives a suite killed outright (its own session) and must not die of
     # writing to a closed pipe before it has rolled back.
     with open(log_path, "wb") as log:
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            child.wait(timeout=timeout_s)
-        except KeyboardInterrupt:  # the run is passed the interrupt, rolls back, and reports exit 130
-            _wait_after_interrupt(child)
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGINT)  # a run that outlived its bound still rolls back
-            _wait_after_interrupt(child)
-    code = child.returncode if child.returncode >= 0 else INTERRUPTED
+        on_start(child.pid)
+        interrupted = _wait(child, timeout_s, progress)
+    code = child.returncode
+    if code < 0:  # ended by a signal: ours (an interrupt passed on) or not (the OOM killer, a crash)
+        code = INTERRUPTED if interrupted else 128 - code
     tail = _errors(log_path) if code not in (PASSED, FAILED, INCONCLUSIVE) else ""
-    out = Outcome(entry.name, run_dir, code, time.monotonic() - t0, target, tail,
-                  read_report(run_dir))
+    out = Outcome(entry.name, run_dir, code, time.monotonic() - t0, target, tail, read_report(run_dir),
+                  interrupted)
     progress(f"{entry.name}: {out.status} in {out.seconds:.0f} s" + (f" ({out.error})" if out.error else ""))
     return out
+
+
+def _wait(child: subprocess.Popen, timeout_s: float, progress) -> bool:
+    """Wait for the child. Each Ctrl-C here is passed on as one SIGINT (its first starts the rollback, a second
+    hurries it); a third kills it (`chaos recover RUN_DIR` undoes what it left). A run past its time bound gets
+    one SIGINT. Nothing escalates by itself, except a rollback that outlives ROLLBACK_BOUND_S. Returns whether
+    an interrupt came (also one that came as the child was exiting anyway)."""
+    interrupts, rolling_back = 0, False
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            return interrupts > 0
+        except subprocess.TimeoutExpired:
+            if not rolling_back:
+                progress("the run passed its time bound: interrupting it (it rolls back)")
+                child.send_signal(signal.SIGINT)
+                rolling_back, deadline = True, time.monotonic() + ROLLBACK_BOUND_S
+                continue
+            child.kill()  # a rollback past its bound
+            child.wait()
+            return interrupts > 0
+        except KeyboardInterrupt:
+            interrupts += 1
+            if child.poll() is not None:
+                continue
+            if interrupts <= 2:
+                child.send_signal(signal.SIGINT)
+                progress("interrupt passed to the run: it rolls back" + (" faster" if interrupts == 2 else "")
+                         + " (Ctrl-C again to " + ("hurry it" if interrupts == 1 else "kill it") + ")")
+            else:
+                child.kill()
+            rolling_back, deadline = True, time.monotonic() + ROLLBACK_BOUND_S
 
 
 def _errors(log_path: str) -> str:
@@ -93,18 +129,3 @@ def _errors(log_path: str) -> str:
         return ""
     errors = [x for x in lines if x.startswith("error:")]
     return "\n".join((errors or lines)[-5:])
-
-
-def _wait_after_interrupt(child: subprocess.Popen) -> None:
-    """Pass the interrupt on and wait while the child rolls back; a second Ctrl-C here hurries it (its second
-    signal), and only a child that outlives both is ended."""
-    for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        if sig is not None and child.poll() is None:
-            child.send_signal(sig)
-        try:
-            child.wait(timeout=60 if sig is signal.SIGINT else 20)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except KeyboardInterrupt:
-            continue

@@ -13,6 +13,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -81,7 +82,10 @@ def folder(tmp_path_factory):
     g.wait(10)
     killed_day = days(out)[1]
     run_dir = out / killed_day / "runs" / "ok"
+    orphan = json.loads((out / killed_day / "gameday.json").read_text())["child"]["pid"]
     wait_for(lambda: os.path.exists(run_dir / "report.json"), 90, "the orphaned run to finish by itself")
+    wait_for(lambda: not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE, 60,
+             "the orphaned run to exit")
     # a copy of the killed state, found and reported by the interrupted game day below
     ghost = out / "20000101T000000Z"
     shutil.copytree(out / killed_day, ghost, ignore=shutil.ignore_patterns("runs"))
