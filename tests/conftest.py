@@ -18,14 +18,14 @@ target:
   startup_timeout: 60s
   gateway: {retries: 2, first_token_timeout: auto, stream_idle_timeout: 2s, total_timeout: 30s,
             eject: {after_failures: 3, for: 5s}}
-load: {workload: chat, users: 4, duration: 40s, input_tokens: 30-60, output_tokens: 16-24,
+load: {workload: chat, users: 4, duration: 31s, input_tokens: 30-60, output_tokens: 16-24,
        timeouts: {connect: 2s, first_token: 10s, total: 20s}}
 steady_state: {window: 5s, slo: {p95_latency: 5s, error_rate: 1%}}
 metrics: {interval: 500ms}
 faults:
-  - {type: kill_instance, name: kill-r1, at: 7s, instance: r1, signal: SIGKILL, restart_after: 2s}
-  - {type: stream_stall, name: stall-r1, at: 19s, link: r1, after_tokens: 4, stall_for: 30s, duration: 4s}
-  - {type: link_down, name: down, at: 31s, link: client, duration: 2s}
+  - {type: kill_instance, name: kill-r1, at: 5s, instance: r1, signal: SIGKILL, restart_after: 2s}
+  - {type: stream_stall, name: stall-r1, at: 14s, link: r1, after_tokens: 4, stall_for: 30s, duration: 4s}
+  - {type: link_down, name: down, at: 23s, link: client, duration: 2s}
 verify:
   recovery_time: {max: 20s, window: 3s}
   status_codes: {allowed: [200]}

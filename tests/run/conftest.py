@@ -18,13 +18,13 @@ target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 30s}
 load:
   workload: chat
   users: 3
-  duration: 9s
+  duration: 8s
   output_tokens: 8-16
   timeouts: {connect: 2s, first_token: 5s, total: 10s}
 faults:
-  - {type: pause_instance, at: 2s, instance: 0, duration: 4s}
-  - {type: server_hook, at: 2.5s, instance: 1, step_delay_ms: 20, duration: 4s}
-  - {type: kill_instance, at: 4s, instance: 1, signal: SIGKILL, restart_after: 2s}
+  - {type: pause_instance, at: 1s, instance: 0, duration: 4s}
+  - {type: server_hook, at: 1.5s, instance: 1, step_delay_ms: 20, duration: 4s}
+  - {type: kill_instance, at: 3s, instance: 1, signal: SIGKILL, restart_after: 2s}
 verify:
   status_codes: {allowed: [200]}
 """

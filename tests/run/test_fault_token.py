@@ -23,7 +23,7 @@ target: {kind: reference, replicas: 2, preset: tiny, startup_timeout: 60s}
 load:
   workload: chat
   users: 3
-  duration: 12s
+  duration: 8s
   output_tokens: 4-8
   timeouts: {connect: 2s, first_token: 10s, total: 20s}
 faults:

@@ -19,8 +19,9 @@ NUL_STOP = r"stopped answering after (special/[\w-]+/\w+ or )?special/nul-inside
 
 @pytest.fixture(scope="module")
 def abnormal(tmp_path_factory) -> Run:
+    # the batch takes ~12 s on a quiet 2-core box: 14 s after it for served_by_all and the 8 s steady re-check
     run = run_once(tmp_path_factory, "abnormal-inputs", "experiments/abnormal-inputs.yaml", *TINY, "--var",
-                   "FAULT_AT=6s", timeout=400)
+                   "FAULT_AT=4s", "--var", "LOAD_FOR=30s", timeout=400)
     skip_if_not_judged(run.r, run.dir)
     assert run.r.returncode == 0, run.r.stdout[-4000:] + run.r.stderr[-2000:]
     return run
@@ -60,8 +61,10 @@ def test_abnormal_inputs_checks_and_report_section(abnormal):
 
 @pytest.fixture(scope="module")
 def wedged(tmp_path_factory) -> Run:
+    # r1 is restarted ~12 s after the fault and the batch ends ~16 s after it on a quiet 2-core box: the 8 s
+    # steady re-check and slo_after still have the load after that
     run = run_once(tmp_path_factory, "wedged-replica", "experiments/wedged-replica.yaml", *TINY, "--var",
-                   "FAULT_AT=6s", "--var", "LOAD_FOR=40s", timeout=400)
+                   "FAULT_AT=4s", "--var", "LOAD_FOR=28s", timeout=400)
     assert run.r.returncode == 1, run.r.stdout[-4000:] + run.r.stderr[-2000:]
     return run
 

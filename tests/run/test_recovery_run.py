@@ -91,7 +91,10 @@ def test_link_down_fails_over_once_the_link_is_back(run):
         return
     width = report["recovery"]["window_s"]
     # what the records say, computed here: the window after the moment meets the SLO (errors <= 1%)...
-    after = [r for r in records if r.t_end is not None and fo["at"] < r.t_end <= fo["at"] + width
+    # The moment is the end of a failed request, left out of its window; the report rounds it to the microsecond
+    # (at = start + value, value to 6 decimals), so that request can end up to ~1 us after `at`: leave it out too
+    # (with errors at the 1 % edge it alone decides, as in a run where 3 of 318 failed and it made 4 of 319).
+    after = [r for r in records if r.t_end is not None and fo["at"] + 1e-6 < r.t_end <= fo["at"] + width
              and r.outcome != "cancelled"]
     assert after and sum(r.outcome in ERROR_OUTCOMES for r in after) <= 0.01 * len(after)
     # ...and it is the journal's revert, to within 100 ms beyond how densely the records cover it (every request

@@ -258,14 +258,18 @@ load: {{workload: chat, users: 1, duration: 5s}}
 
 def test_targets_up_and_down(tmp_path):
     t = tmp_path / "t.yaml"
-    t.write_text("kind: reference\nname: updown\nreplicas: 1\npreset: tiny\n")
-    up = subprocess.run([sys.executable, "-m", "chaos", "targets", "up", str(t)], capture_output=True, text=True,
-                        timeout=60, cwd=tmp_path)
+    t.write_text("kind: reference\nname: updown\nreplicas: 1\npreset: ${PRESET:-small}\n")
+    up = subprocess.run([sys.executable, "-m", "chaos", "targets", "up", str(t), "--var", "PRESET=tiny"],
+                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert up.returncode == 0, up.stderr
     url = up.stdout.split()[1]
+    import json
     import urllib.request
 
     assert urllib.request.urlopen(url + "/health").status == 200
+    state = json.loads((tmp_path / ".chaos" / "targets" / "updown.json").read_text())
+    cmd = psutil.Process(state["instances"][0]["pid"]).cmdline()
+    assert cmd[cmd.index("--preset") + 1] == "tiny"  # --var reached the target file
     again = subprocess.run([sys.executable, "-m", "chaos", "targets", "up", str(t)], capture_output=True, text=True,
                            timeout=60, cwd=tmp_path)
     assert again.returncode == 2 and "up already" in again.stderr
@@ -300,6 +304,13 @@ verify:
     assert leftovers(run_dir) == []
 
 
+# The shipped timeline moved 5 s earlier and ended 12 s sooner: the kill, the frozen backup 3 s later and the
+# restart 10 s after the kill as shipped; tiny primaries start in ~2 s, not the small preset's ~5-20 s, and 18 s
+# of load after their restart leave the 5 s recovery window, served_by_all's settling and the 5 s tail asserted
+# below (the whole steady window of 10 s after the restart too).
+PRIMARIES_SHORT = ["--var", "PRESET=tiny", "--var", "KILL_AT=10s", "--var", "FREEZE_AT=13s", "--var", "LOAD_FOR=38s"]
+
+
 @pytest.fixture(scope="module")
 def all_primaries_down(tmp_path_factory) -> Run:
     # With a neighbour busy on one core, as when this failed once (the cache fallback never answered: requests
@@ -307,7 +318,7 @@ def all_primaries_down(tmp_path_factory) -> Run:
     # on it, so none arrived during the freeze; the gateway and the experiment's open-loop load fixed each).
     with spinning(1) as spinners:
         return run_once(tmp_path_factory, "all-primaries-down", "experiments/all-primaries-down.yaml",
-                        spinners=spinners)
+                        *PRIMARIES_SHORT, spinners=spinners)
 
 
 @pytest.fixture
@@ -336,10 +347,18 @@ def test_all_primaries_down_leaves_nothing_behind(fell_back):
     assert fell_back.left == [] and fell_back.unreverted == []
 
 
+# Short mode: a fault of 6-7 s from 4 s in (the steady-state gate has its 3 answers by then), and the tail after
+# it long enough for the steady window's re-check (10 s and 8 s), the recovery window and served_by_all.
+SHORT_MODE = {
+    "slow-replica": ["--var", "PRESET=tiny", "--var", "LOAD_FOR=20s", "--var", "FAULT_AT=4s", "--var", "FAULT_FOR=6s"],
+    "kv-pressure": ["--var", "LOAD_FOR=20s", "--var", "FAULT_AT=4s", "--var", "FAULT_FOR=7s"],
+}
+
+
 @pytest.mark.parametrize("name", ["slow-replica", "kv-pressure"])
 def test_more_shipped_experiments_pass(tmp_path, name):
     run_dir = tmp_path / "run"
-    r = chaos_run(f"experiments/{name}.yaml", run_dir)
+    r = chaos_run(f"experiments/{name}.yaml", run_dir, *SHORT_MODE[name])
     skip_if_not_judged(r, run_dir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     rep = report(run_dir)
