@@ -66,6 +66,17 @@ def _finite_float(v: int | float) -> float:
 
 # -- Retry-After ---------------------------------------------------------------------------------------------
 
+def parse_vars(items) -> dict[str, str]:
+    """--var NAME=VALUE options (repeatable) as a dict; ValueError says how to write a bad one."""
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--var {item!r}: write NAME=VALUE, e.g. --var PRESET=tiny")
+        out[name.strip()] = value
+    return out
+
+
 def parse_retry_after(headers) -> float | None:
     """Seconds to wait from retry-after-ms or retry-after (seconds); None when absent or unreadable."""
     if headers is None:

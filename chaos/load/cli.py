@@ -7,7 +7,7 @@ import sys
 import time
 
 from .driver import LoadConfig, LoadError, Timeouts, run_load
-from ..common import parse_duration
+from ..common import parse_duration, parse_vars
 from .shapes import SHAPES, plan_from
 from .workloads import WorkloadSpec, parse_mix
 
@@ -162,16 +162,6 @@ def build_config(a, target: str | None = None) -> LoadConfig:
                       workers=a.workers, ui_port=a.ui, ignore_eos=not a.no_ignore_eos)
 
 
-def target_vars(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            raise ValueError(f"--var {item!r}: write NAME=VALUE, e.g. --var PRESET=tiny")
-        out[name] = value
-    return out
-
-
 def aim(cfg: LoadConfig, r) -> None:
     """Point cfg at a reached target file (chaos.targets.reach.Reached): its fronts, model, key and limits."""
     cfg.target, cfg.also = r.base_url, r.urls[1:]
@@ -193,7 +183,7 @@ def cmd_load(a) -> int:
 
     file = not is_url(a.target)
     try:
-        variables = target_vars(a.var)
+        variables = parse_vars(a.var)
         if variables and not file:
             raise ValueError("--var sets a target file's variables; the target here is a URL")
         cfg = build_config(a, "http://127.0.0.1:9" if file else None)  # aim() replaces a file's placeholder

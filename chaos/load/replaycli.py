@@ -205,13 +205,12 @@ def _target(a, out):
 
 
 def _vars(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            raise _Stop(f"--var {item!r}: write NAME=VALUE")
-        out[name] = value
-    return out
+    from ..common import parse_vars
+
+    try:
+        return parse_vars(items)
+    except ValueError as e:
+        raise _Stop(str(e)) from None
 
 
 def _config(a, opts, window, urls, model, key_env, ignore_eos, out):

@@ -107,7 +107,8 @@ def _errors():
 
 
 def cmd_sweep(a) -> int:
-    from .loadrun import out_dir, parse_levels, parse_vars, send_from
+    from ..common import parse_vars
+    from .loadrun import out_dir, parse_levels, send_from
     from .sweep import sweep, table_rows
     from .tables import LEVEL_HEADERS, text_table
 
@@ -137,7 +138,8 @@ def _hold(text: str) -> float:
 
 def cmd_capacity(a) -> int:
     from .capacity import capacity, print_report
-    from .loadrun import out_dir, parse_vars, send_from
+    from ..common import parse_vars
+    from .loadrun import out_dir, send_from
     from .search import SearchConfig
     from .slo import parse_slo
 
@@ -170,7 +172,7 @@ _SCOPED = re.compile(r"^(\d+):(.*)$")
 
 def target_vars(items: list[str], n: int) -> list[dict]:
     """--var NAME=VALUE (every target) and --var N:NAME=VALUE (the N-th, from 1) -> one dict a target."""
-    from .loadrun import parse_vars
+    from ..common import parse_vars
 
     common, scoped = [], {}
     for item in items or []:

@@ -61,16 +61,6 @@ def send_from(a) -> Send:
                 parse_duration(a.timeout), a.model, a.api_key_env)
 
 
-def parse_vars(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--var {item!r}: write NAME=VALUE, e.g. --var PRESET=tiny")
-        out[name.strip()] = value
-    return out
-
-
 def out_dir(given: str | None, command: str) -> str:
     return given or os.path.join("reports", time.strftime(f"{command}-%Y%m%dT%H%M%SZ", time.gmtime()))
 

@@ -80,14 +80,13 @@ def register(sub, formatter) -> None:
 
 
 def _vars(items) -> dict:
-    out = {}
-    for item in items:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            from ..experiment.loader import ExperimentError
-            raise ExperimentError([f"--var {item!r}: write NAME=VALUE"])
-        out[k] = v
-    return out
+    from ..common import parse_vars
+    from ..experiment.loader import ExperimentError
+
+    try:
+        return parse_vars(items)
+    except ValueError as e:
+        raise ExperimentError([str(e)]) from None
 
 
 def _problems(e) -> int:
