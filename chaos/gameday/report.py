@@ -8,6 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from ..report.junit import _text
+from ..report.sections import duration_text
 from .history import Point, moved
 
 STATUS_BADGE = {"passed": "passed", "failed": "failed", "inconclusive": "inconclusive", "aborted": "aborted",
@@ -19,7 +20,7 @@ def _val(v, unit: str) -> str:
         return "-"
     if unit == "fraction":
         return f"{v * 100:.2f}%"
-    return f"{v * 1000:.0f} ms" if abs(v) < 1 else f"{v:.2f} s"
+    return duration_text(v)
 
 
 def _point(p: Point) -> str:

@@ -22,7 +22,7 @@ import time
 
 import psutil
 
-from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, run_entry
+from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
 from . import score as S
 from .history import History
@@ -64,13 +64,6 @@ class Lock:
 
 def stamp(t: float | None = None) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
-
-
-def _write(path: str, doc: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2, default=float)
-    os.replace(tmp, path)
 
 
 def _alive(pid) -> bool:
@@ -142,7 +135,7 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
                    "started": time.time(), "planned": [e.name for e in suite.entries], "runs": []}
         doc.update(status="running", pid=os.getpid())
         state = os.path.join(day, "gameday.json")
-        _write(state, doc)
+        write_state(state, doc)
         try:
             for e in _todo(suite, doc):
                 run_dir = os.path.join(day, "runs", e.name)
@@ -154,9 +147,9 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
                 doc["runs"] = [r for r in doc["runs"] if r["name"] != e.name] + [
                     {**out.to_dict(), "verdict": out.report.get("verdict"),
                      "score": S.experiment_score(out.exit_code, out.report)}]
-                _write(state, doc)
+                write_state(state, doc)
                 doc.pop("child", None)
-                _write(state, doc)
+                write_state(state, doc)
                 if out.exit_code == INTERRUPTED or out.interrupted:
                     raise KeyboardInterrupt
                 if out.exit_code in (FAILED, SETUP) and e.stop_on_failure:
@@ -177,7 +170,7 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
 
 def adopt(entry, run_dir: str, progress) -> Outcome | None:
     """A run a killed game day started finishes on its own (its own session): take its report as it is."""
-    rep = _report(run_dir)
+    rep = read_report(run_dir)
     code = rep.get("exit_code")
     if code not in (0, 1, 3, 4):
         return None
@@ -191,7 +184,7 @@ def _started(doc: dict, state: str, pid: int) -> None:
         doc["child"] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
     except psutil.Error:
         return
-    _write(state, doc)
+    write_state(state, doc)
 
 
 def _todo(suite: Suite, doc: dict):
@@ -207,7 +200,7 @@ def close_killed(day: str, folder: str, progress=print) -> None:
     suite_names = doc.get("planned", [])
     done = {r["name"] for r in doc["runs"]}
     for name in suite_names:  # a run that finished by itself after the kill is taken as it is
-        rep = _report(os.path.join(day, "runs", name)) if name not in done else {}
+        rep = read_report(os.path.join(day, "runs", name)) if name not in done else {}
         if rep.get("exit_code") in (0, 1, 3, 4):
             doc["runs"].append({"name": name, "run_dir": os.path.join(os.path.abspath(day), "runs", name),
                                 "exit_code": rep["exit_code"], "status": rep.get("verdict"),
@@ -232,7 +225,7 @@ def finish(doc: dict, day: str, folder: str) -> None:
     doc["passed"] = sum(r.get("exit_code") == 0 for r in doc["runs"])
     figures = []
     for r in doc["runs"]:
-        rep = _report(r["run_dir"])
+        rep = read_report(r["run_dir"])
         if rep:
             figures += S.key_figures(r["name"], rep)
     hist = History(os.path.join(folder, "history.sqlite"))
@@ -243,12 +236,5 @@ def finish(doc: dict, day: str, folder: str) -> None:
         gamedays = hist.gamedays()
     finally:
         hist.close()
-    _write(os.path.join(day, "gameday.json"), doc)
+    write_state(os.path.join(day, "gameday.json"), doc)
     write_reports(doc, day, series, gamedays)
-
-
-def _report(run_dir: str) -> dict:
-    try:
-        return json.load(open(os.path.join(run_dir, "report.json")))
-    except (OSError, ValueError):
-        return {}

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry
+from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
 from ..verify import compare as C
 from .figures import Settings, Side, experiment_figures
@@ -197,10 +197,7 @@ def decide(figs: list[dict], s: Settings, plan: Plan) -> dict:
 
 
 def _write(out_dir: str, doc: dict) -> None:
-    tmp = os.path.join(out_dir, "gate.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2, default=float)
-    os.replace(tmp, os.path.join(out_dir, "gate.json"))
+    write_state(os.path.join(out_dir, "gate.json"), doc)
 
 
 def _finish(out_dir: str, doc: dict) -> dict:

@@ -7,15 +7,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ..report.junit import _text
+from ..report.sections import duration_text
 from ..verify import compare as C
 
 ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "setup error": "⛔", "interrupted": "⏹"}
-
-
-def _dur(v) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1000:.0f} ms" if abs(v) < 1 else f"{v:.2f} s"
 
 
 def _est(e: dict | None, kind: str) -> str:
@@ -28,7 +23,7 @@ def _est(e: dict | None, kind: str) -> str:
     elif kind == "count":
         return f"{e['value']} of {e.get('n')}"
     else:
-        f = _dur
+        f = duration_text
     if e.get("low") is None:
         return f(e["value"])
     return f"{f(e['value'])} [{f(e['low'])}, {f(e['high'])}]"
@@ -76,8 +71,8 @@ def markdown(doc: dict) -> str:
         lines += [f"| {f['figure']} | {f['verdict']} | {figure_line(f)} |" for f in figs]
         lines += ["", "</details>"]
     lines += ["", f"A figure regresses when it got worse by more than the tolerance ({s.get('tolerance', 0):.0%} "
-                  f"relative; latency at least {_dur(s.get('floor_s'))}, recovery times at least "
-                  f"{_dur(s.get('recovery_floor_s'))}; error rate {s.get('error_tolerance', 0) * 100:g} points) at "
+                  f"relative; latency at least {duration_text(s.get('floor_s'))}, recovery times at least "
+                  f"{duration_text(s.get('recovery_floor_s'))}; error rate {s.get('error_tolerance', 0) * 100:g} points) at "
                   f"{s.get('confidence', 0.95):.0%} confidence, all figures corrected together (Holm). "
                   "docs/gate.md defines each test.", ""]
     runs = doc.get("runs") or []

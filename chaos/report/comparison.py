@@ -19,7 +19,7 @@ from ..records import ERROR_OUTCOMES, read_records
 from ..verify import compare as C
 from ..verify.phases import ended_in
 from ..verify.stats import proportion, rate
-from .sections import estimate
+from .sections import duration_text, estimate
 
 
 # The calibration on this machine (bench/compare_calibration.py, BENCHMARKS.md): with ~1,000 requests a run, pure
@@ -193,7 +193,7 @@ def markdown(comp: dict) -> str:
         lines += ["", "## Recovery, side by side", "", "One value a run: no test (repeat runs to judge these).", "",
                   "| fault | detect A / B | failover A / B | restore A / B | failed requests A / B |",
                   "|---|---|---|---|---|"]
-        s = lambda v: "never" if v is None else f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"  # noqa: E731
+        s = lambda v: duration_text(v, none="never")  # noqa: E731
         for r in comp["recovery"]:
             lines.append(f"| {r['fault']} | {s(r['time_to_detect']['a'])} / {s(r['time_to_detect']['b'])} | "
                          f"{s(r['time_to_failover']['a'])} / {s(r['time_to_failover']['b'])} | "

@@ -15,6 +15,13 @@ def _scaled(v, unit: str) -> str:
     return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
 
 
+def duration_text(v, none: str = "-") -> str:
+    """Seconds as '512 ms' below a second, else '8.34 s'."""
+    if v is None:
+        return none
+    return f"{v * 1000:.0f} ms" if abs(v) < 1 else f"{v:.2f} s"
+
+
 def estimate(e: dict | None, unit: str = "s") -> str:
     """'512 [498-530] ms n=300', or '512 ms (interval needs n>=367; n=40)', or '- (needs n>=20; n=3)'."""
     if not e:

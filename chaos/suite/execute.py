@@ -119,6 +119,14 @@ def _wait(child: subprocess.Popen, timeout_s: float, progress) -> bool:
             rolling_back, deadline = True, time.monotonic() + ROLLBACK_BOUND_S
 
 
+def write_state(path: str, doc: dict) -> None:
+    """gate.json / gameday.json, replaced whole: a suite killed mid-write leaves the previous state, never half."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2, default=float)
+    os.replace(tmp, path)
+
+
 def _errors(log_path: str) -> str:
     """The run's own error lines (`error: ...`), else the last lines of its log."""
     try:
