@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from . import __version__
 
@@ -52,10 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _take_sigint()
     try:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
+
+
+def _take_sigint() -> None:
+    """A command started in the background by a shell without job control (`cmd &`, nohup, some schedulers)
+    inherits SIGINT ignored, and then `kill -INT` would not stop it, nor roll back what it did. Only a signal sent
+    to it on purpose can reach a background process, and every command here takes SIGINT as "stop cleanly, undo
+    what you did", so each takes it, as `chaos run` always did with a handler of its own."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":

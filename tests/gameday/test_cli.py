@@ -1,5 +1,8 @@
-"""chaos gameday's command line: the cron schedule (croniter), the exit code of a game day, and bad input."""
+"""chaos gameday's command line: the cron schedule (croniter), the exit code of a game day, bad input, and a
+SIGINT that reaches a game day started in the background."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -34,3 +37,21 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chaos", "gameday", "gamedays/nightly.yaml", "--every", "every monday"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a cron expression" in r.stderr
+
+
+def test_a_game_day_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    # `chaos gameday ... &` from a script inherits SIGINT ignored; a `kill -INT` sent on purpose must still stop it
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", "gamedays/nightly.yaml", "--every", "0 3 1 1 *",
+                          "--out", str(tmp_path / "o")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        line = p.stdout.readline()  # the state the signal needs: waiting for its next game day
+        assert line.startswith("next game day at"), line
+        p.send_signal(signal.SIGINT)
+        rest = p.communicate(timeout=60)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert p.returncode == 130 and "interrupted" in rest

@@ -133,8 +133,12 @@ def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
         text = p.communicate(timeout=120)[0]
     finally:
         if p.poll() is None:
-            p.kill()
-            p.wait(10)
+            p.terminate()  # SIGTERM stops the target it started too; a kill would leave that running
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
     assert p.returncode == 130, text
     assert "stopping the target" in text
     s = json.load(open(out / "replay-summary.json"))
