@@ -21,14 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..records import ERROR_OUTCOMES, read_records
+from ..records import read_records
 from ..verify import compare as C
 from ..verify.phases import ended_in
+from ..verify.samples import METRICS, errors, is_open_loop, latency, windowed
 from ..verify.stats import min_point_samples
 
-BLOCK_S = 0.5
 RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
             ("time_to_restore", "time to restore"))
 
@@ -94,34 +92,15 @@ class Side:
         seen |= {f["fault"] for r in self.reports for f in (r.get("recovery") or {}).get("faults") or []}
         return sorted(seen - every)
 
+    def latency(self, metric: str):
+        """The latency getter for this side's records: open-loop runs count from when each request was due."""
+        return latency(metric, open_loop=any(is_open_loop(r) for r in self.reports))
+
     def faults(self) -> list[str]:
         names = [[f["fault"] for f in (r.get("recovery") or {}).get("faults") or []] for r in self.reports]
         if not names:
             return []
         return [n for n in names[0] if all(n in other for other in names[1:])]
-
-
-def _latencies(runs: list[tuple[int, list]], get) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pooled ok latencies, a group label for each (its run and the BLOCK_S window of start time) and its run."""
-    vals, labels, run = [], [], []
-    for i, recs in runs:
-        ok = [(v, r.t_start) for r in recs if r.outcome == "ok" and (v := get(r)) is not None]
-        if not ok:
-            continue
-        t0 = min(t for _, t in ok)
-        vals += [v for v, _ in ok]
-        labels += [i * 1_000_000 + int((t - t0) // BLOCK_S) for _, t in ok]
-        run += [i] * len(ok)
-    return np.asarray(vals, float), np.asarray(labels, int), np.asarray(run, int)
-
-
-def _errors(runs: list[tuple[int, list]]) -> tuple[int, int]:
-    judged = [r for _, recs in runs for r in recs if r.outcome != "cancelled"]
-    return sum(r.outcome in ERROR_OUTCOMES for r in judged), len(judged)
-
-
-METRICS = (("E2E", lambda r: r.t_end - r.t_start if r.t_end is not None else None),
-           ("TTFT", lambda r: r.t_first - r.t_start if r.t_first is not None else None))
 
 
 def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
@@ -131,8 +110,8 @@ def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
         if phase == "whole run" and len(names) > 1:
             continue
         ra, rb = a.in_phase(phase), b.in_phase(phase)
-        for metric, get in METRICS:
-            (va, ga, wa), (vb, gb, wb) = _latencies(ra, get), _latencies(rb, get)
+        for metric in METRICS:
+            (va, ga, wa), (vb, gb, wb) = windowed(ra, a.latency(metric)), windowed(rb, b.latency(metric))
             res = C.compare_latency(va, vb, s.confidence, tolerance=s.tolerance, resamples=s.resamples,
                                     qs=s.percentiles, name=f"{exp} · {phase} {metric}", groups=(ga, gb),
                                     floor=s.floor_s, runs=(wa, wb))
@@ -146,7 +125,7 @@ def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
                     short = "a" if va.size < need else "b"
                     fig.update(needs_runs=per_side[short], short_side=short)
                 out.append(fig)
-        (fa, na), (fb, nb) = _errors(ra), _errors(rb)
+        (fa, na), (fb, nb) = errors([r for _, recs in ra for r in recs]), errors([r for _, recs in rb for r in recs])
         fig = C.compare_proportions(fa, na, fb, nb, s.confidence, tolerance=s.error_tolerance,
                                     name=f"{exp} · {phase} error rate")
         fig.update(experiment=exp, phase=phase, metric="error rate")

@@ -15,9 +15,10 @@ import os
 
 import numpy as np
 
-from ..records import ERROR_OUTCOMES, read_records
+from ..records import read_records
 from ..verify import compare as C
 from ..verify.phases import ended_in
+from ..verify.samples import BLOCK_S, METRICS, errors, is_open_loop, latency, windowed
 from ..verify.stats import proportion, rate
 from .sections import duration_text, estimate
 
@@ -27,7 +28,6 @@ from .sections import duration_text, estimate
 # independent draws. A change must exceed TOLERANCE (relative, for latency and throughput; the error rate is an
 # absolute change, tested without one) and latency is resampled by BLOCK_S windows of start time.
 TOLERANCE = 0.10
-BLOCK_S = 0.5
 MIN_GROUPS = 20
 
 
@@ -56,34 +56,22 @@ def _span(records) -> float:
     return max(r.t_end or r.t_start for r in records) - min(r.t_sched for r in records)
 
 
-def _latencies(records, get) -> tuple[np.ndarray, np.ndarray]:
-    """The ok requests' latencies and, for each, the BLOCK_S window of start time it belongs to."""
-    ok = [(v, r.t_start) for r in records if r.outcome == "ok" and (v := get(r)) is not None]
-    if not ok:
-        return np.empty(0), np.empty(0, int)
-    t0 = min(t for _, t in ok)
-    return np.fromiter((v for v, _ in ok), float, len(ok)), np.fromiter(((t - t0) // BLOCK_S for _, t in ok), int,
-                                                                        len(ok))
-
-
 def run_figures(ra: list, rb: list, label: str, confidence: float, span_a: float, span_b: float,
-             tolerance: float) -> list[dict]:
+                tolerance: float, open_loop: tuple[bool, bool] = (False, False)) -> list[dict]:
+    """open_loop: whether each run's load was open loop (its latencies then count from when a request was due)."""
     out = []
-    for metric, get in (("E2E", lambda r: r.t_end - r.t_start if r.t_end is not None else None),
-                        ("TTFT", lambda r: r.t_first - r.t_start if r.t_first is not None else None)):
-        (va, ga), (vb, gb) = _latencies(ra, get), _latencies(rb, get)
+    for metric in METRICS:
+        (va, ga, _) = windowed([(0, ra)], latency(metric, open_loop[0]))
+        (vb, gb, _) = windowed([(0, rb)], latency(metric, open_loop[1]))
         # requests in flight together share the host's hiccups: resample whole windows, when there are enough
         grouped = min(len(np.unique(ga)), len(np.unique(gb))) >= MIN_GROUPS
         res = C.compare_latency(va, vb, confidence, tolerance=tolerance, name=f"{label} {metric}",
                                 groups=(ga, gb) if grouped else None)
         out += C.latency_figures(res)
-    ja = [r for r in ra if r.outcome != "cancelled"]
-    jb = [r for r in rb if r.outcome != "cancelled"]
-    fa = sum(r.outcome in ERROR_OUTCOMES for r in ja)
-    fb = sum(r.outcome in ERROR_OUTCOMES for r in jb)
-    out.append(C.compare_proportions(fa, len(ja), fb, len(jb), confidence, name=f"{label} error rate"))
+    (fa, na), (fb, nb) = errors(ra), errors(rb)
+    out.append(C.compare_proportions(fa, na, fb, nb, confidence, name=f"{label} error rate"))
     if span_a > 0 and span_b > 0:
-        out.append(C.compare_rates(len(ja) - fa, span_a, len(jb) - fb, span_b, confidence, tolerance=tolerance,
+        out.append(C.compare_rates(na - fa, span_a, nb - fb, span_b, confidence, tolerance=tolerance,
                                    name=f"{label} ok throughput"))
     return out
 
@@ -109,14 +97,15 @@ def summary(f: dict) -> str:
 def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
                  tolerance: float = TOLERANCE) -> dict:
     (rep_a, ra), (rep_b, rb) = _load(a_dir), _load(b_dir)
-    figs = run_figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance)
+    loops = (is_open_loop(rep_a), is_open_loop(rep_b))
+    figs = run_figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance, loops)
     phases_b = {p["name"]: p for p in rep_b.get("phases") or []}
     for pa in rep_a.get("phases") or []:
         pb = phases_b.get(pa["name"])
         if pb is None or pa.get("kind") == "run":
             continue
         figs += run_figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
-                         pa["end"] - pa["start"], pb["end"] - pb["start"], tolerance)
+                            pa["end"] - pa["start"], pb["end"] - pb["start"], tolerance, loops)
     figs = C.compare_figures(figs, confidence)
     for f in figs:
         f["summary"] = summary(f)
@@ -140,12 +129,11 @@ def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
 
 
 def _side(run_dir: str, report: dict, records) -> dict:
-    judged = [r for r in records if r.outcome != "cancelled"]
-    failed = sum(r.outcome in ERROR_OUTCOMES for r in judged)
+    failed, judged = errors(records)
     return {"dir": os.path.abspath(run_dir), "name": (report.get("experiment") or {}).get("name") or
             os.path.basename(os.path.normpath(run_dir)), "verdict": report.get("verdict"), "requests": len(records),
-            "error_rate": proportion(failed, len(judged)).to_dict(),
-            "throughput": rate(len(judged) - failed, max(_span(records), 1e-9)).to_dict()}
+            "error_rate": proportion(failed, judged).to_dict(),
+            "throughput": rate(judged - failed, max(_span(records), 1e-9)).to_dict()}
 
 
 def _ecdf(records, cap: int = 2000) -> dict:
