@@ -14,13 +14,14 @@ from chaos.pytest_plugin import ChaosRun, apply_outcome, outcome
 pytest_plugins = ["pytester"]
 
 TARGET = "target: {kind: reference, replicas: 1, preset: tiny, startup_timeout: 60s}"
-LOAD = ("load:\n  workload: chat\n  users: ${USERS}\n  duration: 3s\n  input_tokens: 30-50\n  output_tokens: 8-16\n"
+LOAD = ("load:\n  workload: chat\n  users: ${USERS}\n  duration: ${DUR}\n  input_tokens: 30-50\n  output_tokens: 8-16\n"
         "  timeouts: {connect: 2s, first_token: 10s, total: 20s}")
 FILES = {
-    "passes.yaml": f"name: plugin-passes\nvars: {{USERS: 2}}\n{TARGET}\n{LOAD}\nverify:\n"
+    # passing asks only for status codes: 2 s of load is plenty; the failing one's P95 wants 20 answers: 3 s
+    "passes.yaml": f"name: plugin-passes\nvars: {{USERS: 2, DUR: 2s}}\n{TARGET}\n{LOAD}\nverify:\n"
                    f"  status_codes: {{allowed: [200]}}\n",
     # No tiny model answers in a millisecond: this run is judged, and fails
-    "fails.yaml": f"name: plugin-fails\nvars: {{USERS: 2}}\n{TARGET}\n{LOAD}\nverify:\n"
+    "fails.yaml": f"name: plugin-fails\nvars: {{USERS: 2, DUR: 3s}}\n{TARGET}\n{LOAD}\nverify:\n"
                   f"  slo_after: {{p95_latency: 1ms, error_rate: 1%}}\n",
     "invalid.yaml": f"name: plugin-invalid\n{TARGET}\nload: {{workload: chat, users: many, duration: 3s}}\n",
     "target.yaml": "kind: reference\nname: plugin-target\nreplicas: 1\npreset: tiny\n",

@@ -1,7 +1,8 @@
-"""Game days end to end with real runs (tiny, one replica, a few seconds each): a suite with a failing member that
-does not stop the rest, the combined report (md, html, junit) and the history; a game day killed outright and
-resumed (the run it left finishing on its own is taken as it is); the lock; an interrupted game day reporting
-what it did not run; and a killed game day found by the next one and reported with what it did not run."""
+"""Game days end to end with real runs (tiny, one replica, a few seconds each): a scheduled game day killed outright
+and resumed (the run it left finishing on its own is taken as it is), which then finishes with a failing member
+that does not stop the rest, the combined report (md, html, junit) and the history; the lock; an interrupted game
+day reporting what it did not run; and a killed game day found by the next one and reported with what it did not
+run. The --every/--times loop itself (how many game days, which exit code) is checked without runs."""
 
 import json
 import os
@@ -26,7 +27,7 @@ steady_state: {window: 2s, slo: {p95_latency: 10s}}
 """
 BAD = """name: bad
 target: {kind: reference, replicas: 1, preset: tiny}
-load: {workload: chat, users: 2, duration: 5s, output_tokens: 4-8}
+load: {workload: chat, users: 2, duration: 3s, output_tokens: 4-8}
 verify:
   slo_after: {p95_latency: 1ms}
 """
@@ -51,11 +52,22 @@ def suite(d, dur):
 
 
 def days(folder):
+    if not os.path.isdir(folder):  # not yet: the first game day makes it
+        return []
     return sorted(p for p in os.listdir(folder) if p[0].isdigit())
 
 
 def state(folder, day):
     return json.loads(open(os.path.join(folder, day, "gameday.json")).read())
+
+
+def journaled(path, event):
+    """Whether a run's journal (chaos.run.journal) holds this event yet."""
+    try:
+        with open(path) as f:
+            return any(f'"event": "{event}"' in line for line in f)
+    except OSError:
+        return False
 
 
 def wait_for(pred, timeout, what):
@@ -69,47 +81,51 @@ def wait_for(pred, timeout, what):
 def folder(tmp_path_factory):
     d = tmp_path_factory.mktemp("gd")
     out = d / "gamedays"
-    # 1. a game day with a failing member, on a schedule (croniter's sixth field is seconds: the next second)
-    first = chaos("gameday", suite(d, "5s"), "--out", str(out), "--every", "* * * * * *", "--times", "1", cwd=d)
-    # 2. killed outright mid-run, the lock held meanwhile, then resumed
+    # 1. on a schedule (croniter's sixth field is seconds: the next second), killed outright mid-run, the lock held
+    #    meanwhile, then resumed: the resumed game day runs the failing member and finishes (asserted on as the
+    #    game day with a failing member; --times 1 only ends it should the kill below never come)
     long_suite = suite(d, "14s")
-    g = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", long_suite, "--out", str(out)], cwd=d,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: len(days(out)) == 2 and os.path.exists(out / days(out)[1] / "runs" / "ok" / "journal.jsonl"),
-             90, "the second game day's first run")
+    with open(d / "scheduled.out", "w") as log:
+        g = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", long_suite, "--out", str(out), "--every",
+                              "* * * * * *", "--times", "1"], cwd=d, stdout=log, stderr=subprocess.STDOUT)
+    wait_for(lambda: len(days(out)) == 1 and os.path.exists(out / days(out)[0] / "runs" / "ok" / "journal.jsonl"),
+             90, "the scheduled game day's first run")
     locked = chaos("gameday", long_suite, "--out", str(out), cwd=d, timeout=60)
     g.send_signal(signal.SIGKILL)
     g.wait(10)
-    killed_day = days(out)[1]
+    killed_day = days(out)[0]
     run_dir = out / killed_day / "runs" / "ok"
     orphan = json.loads((out / killed_day / "gameday.json").read_text())["child"]["pid"]
     wait_for(lambda: os.path.exists(run_dir / "report.json"), 90, "the orphaned run to finish by itself")
     wait_for(lambda: not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE, 60,
              "the orphaned run to exit")
-    # a copy of the killed state, found and reported by the interrupted game day below
+    # a copy of the killed state, found and reported as killed by the next game day (the resume below)
     ghost = out / "20000101T000000Z"
     shutil.copytree(out / killed_day, ghost, ignore=shutil.ignore_patterns("runs"))
     doc = json.loads((ghost / "gameday.json").read_text())
     doc.update(pid=2**22 + 7, dir=str(ghost))  # a pid no process has
     (ghost / "gameday.json").write_text(json.dumps(doc))
     resumed = chaos("gameday", long_suite, "--resume", str(out / killed_day), cwd=d)
-    # 3. interrupted (SIGINT) during its first run
+    # 2. interrupted (SIGINT) during its first run, once that run takes signals (its handlers are in place before
+    #    it journals target_starting)
     g = subprocess.Popen([sys.executable, "-m", "chaos", "gameday", long_suite, "--out", str(out)], cwd=d,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: len(days(out)) == 4 and os.path.exists(out / days(out)[3] / "runs" / "ok" / "journal.jsonl"),
+    wait_for(lambda: len(days(out)) == 3 and journaled(out / days(out)[2] / "runs" / "ok" / "journal.jsonl",
+                                                       "target_starting"),
              90, "the interrupted game day's first run")
-    time.sleep(1)
     g.send_signal(signal.SIGINT)
     stdout, stderr = g.communicate(timeout=90)
-    return {"out": out, "first": first, "locked": locked, "killed_day": killed_day, "resumed": resumed,
-            "interrupted": (g.returncode, stdout, stderr), "ghost": ghost}
+    return {"out": out, "scheduled": (d / "scheduled.out").read_text(), "locked": locked, "killed_day": killed_day,
+            "resumed": resumed, "interrupted": (g.returncode, stdout, stderr), "ghost": ghost}
 
 
 def test_a_failing_member_does_not_stop_the_rest_and_the_report_has_each_verdict(folder):
-    out, r = folder["out"], folder["first"]
+    # the resumed game day: ok finished by itself after the kill, bad was run by the resume
+    out, r = folder["out"], folder["resumed"]
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "next game day at" in r.stdout
-    day = days(out)[1]  # the ghost sorts first
+    assert "next game day at" in folder["scheduled"]  # it was started on a schedule
+    day = folder["killed_day"]
+    assert days(out)[1] == day  # the ghost sorts first
     doc = state(out, day)
     assert doc["status"] == "finished" and [x["name"] for x in doc["runs"]] == ["ok", "bad"]
     assert [x["exit_code"] for x in doc["runs"]] == [0, 1] and doc["not_run"] == []
@@ -143,13 +159,13 @@ def test_an_interrupted_game_day_reports_what_it_did_not_run(folder):
     out = folder["out"]
     code, stdout, stderr = folder["interrupted"]
     assert code == 130, stdout[-2000:] + stderr[-2000:]
-    doc = state(out, days(out)[3])
+    doc = state(out, days(out)[2])
     assert doc["status"] == "interrupted" and doc["not_run"] == ["bad"]
     assert doc["runs"][0]["exit_code"] == 130
-    md = (out / days(out)[3] / "gameday.md").read_text()
+    md = (out / days(out)[2] / "gameday.md").read_text()
     assert "**not run (interrupted):** bad" in md
     # the interrupted run rolled back and wrote its partial report
-    assert json.loads((out / days(out)[3] / "runs" / "ok" / "report.json").read_text())["verdict"] == "interrupted"
+    assert json.loads((out / days(out)[2] / "runs" / "ok" / "report.json").read_text())["verdict"] == "interrupted"
 
 
 def test_a_killed_game_day_is_found_by_the_next_and_reported_with_what_it_did_not_run(folder):
@@ -162,12 +178,52 @@ def test_the_history_keeps_every_game_day_and_the_trend_with_intervals(folder):
     out = folder["out"]
     db = sqlite3.connect(out / "history.sqlite")
     rows = db.execute("SELECT status FROM gameday ORDER BY id").fetchall()
-    assert [r[0] for r in rows] == ["finished", "killed", "finished", "interrupted"]
+    # the ghost, reported killed by the resume before it ran; the resumed game day; the interrupted one
+    assert [r[0] for r in rows] == ["killed", "finished", "interrupted"]
     figs = db.execute("SELECT DISTINCT figure FROM figure WHERE experiment = 'ok'").fetchall()
     assert ("E2E P99, whole run",) in figs
     with_interval = db.execute("SELECT COUNT(*) FROM figure WHERE low IS NOT NULL").fetchone()[0]
     assert with_interval > 0
-    last = out / days(out)[3]
+    last = out / days(out)[2]
     html = (last / "gameday.html").read_text()
     n = int(html.split('name="chaos-figures" content="')[1].split('"')[0])
     assert n >= 3  # the score's trend and at least two key figures'
+
+
+def test_every_runs_a_game_day_at_each_fire_time_and_times_stops_the_loop(tmp_path, monkeypatch, capsys):
+    """`--every CRON --times N`: N game days, each announced, then the exit code of the last; no runs here (the
+    fixture above starts a real one on a schedule)."""
+    import chaos.gameday.cli as gcli
+    import chaos.gameday.runner as grunner
+    from chaos.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")  # cmd_gameday sets it when absent
+    suite_file = suite(tmp_path, "5s")
+    fired = []
+
+    def next_fire(cron, after):
+        fired.append(cron)
+        return after  # due at once: the loop does not sleep
+
+    calls = []
+
+    def run_gameday(s, folder, progress, resume=None):
+        calls.append((s.name, folder, resume))
+        if len(calls) > 2:  # --times not honoured: end the loop here rather than hang
+            raise KeyboardInterrupt
+        runs = [{"name": "ok", "exit_code": 0}, {"name": "bad", "exit_code": 1 if len(calls) == 2 else 0}]
+        return {"suite": s.name, "status": "finished", "runs": runs, "not_run": [], "score": 100.0, "passed": 2,
+                "experiments": 2, "dir": str(tmp_path / "o" / f"day{len(calls)}")}
+
+    monkeypatch.setattr(gcli, "next_fire", next_fire)
+    monkeypatch.setattr(grunner, "run_gameday", run_gameday)
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["gameday", suite_file, "--out", str(tmp_path / "o"), "--every", "* * * * * *", "--times", "2"])
+    finally:
+        signal.signal(signal.SIGTERM, old)  # cmd_gameday takes SIGTERM as an interrupt
+    out = capsys.readouterr().out
+    assert calls == [("nightly", str(tmp_path / "o"), None)] * 2 and fired == ["* * * * * *"] * 2
+    assert out.count("next game day at") == 2 and out.count("game day nightly: finished") == 2
+    assert code == 1  # the last game day's: one member failed

@@ -35,8 +35,11 @@ def two_searches(replica, tmp_path_factory):
     out = []
     for i in range(2):
         d = tmp_path_factory.mktemp(f"capacity{i}")
-        p = chaos("capacity", replica, "--slo", "errors<50%", "--start", 4, "--hold", "2s", "--max-probes", 6,
-                  "--expected", 3, "--for-concurrency", 20, "--price-per-hour", 2, *SEND, "--out", d)
+        # climb 6 -> 8 (ceil 6 x 1.2), then bisect to 7: three probes, each held the shortest hold there is (1 s;
+        # a replica that refuses at once decides a level in far fewer requests than that)
+        p = chaos("capacity", replica, "--slo", "errors<50%", "--start", 6, "--factor", 1.2, "--hold", "1s",
+                  "--max-probes", 6, "--expected", 3, "--for-concurrency", 20, "--price-per-hour", 2, *SEND,
+                  "--out", d)
         assert (d / "capacity.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
         out.append((p, d, json.loads((d / "capacity.json").read_text())))
     return out

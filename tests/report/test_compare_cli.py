@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def _load(url, out):
-    p = subprocess.run([sys.executable, "-m", "chaos", "load", url, "--users", "3", "--duration", "6s",
+    p = subprocess.run([sys.executable, "-m", "chaos", "load", url, "--users", "3", "--duration", "4s",
                         "--output-tokens", "16", "--out", str(out), "--interval", "3600", "--seed", "0"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

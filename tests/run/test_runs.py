@@ -1,4 +1,5 @@
-"""Whole runs with real processes: the shipped kill-instance experiment, aborts, gates, every target kind.
+"""Whole runs with real processes: the shipped kill-instance experiment (and the run's fault token, watched on it),
+aborts, gates, every target kind.
 
 Each run is made once (a module fixture) and asserted on by as many tests as it has things to show."""
 
@@ -6,11 +7,16 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 
 import psutil
 import pytest
+
+from chaos.run.journal import read_journal
 
 from .conftest import leftovers, report, spinner_seconds, spinning, unreverted
 
@@ -27,12 +33,36 @@ def _ours_s() -> float:
     return t.children_user + t.children_system
 
 
-def measured(cmd, spinners=(), env=None, timeout=240):
+def _run_watched(cmd, watch, env, timeout) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd, capture_output=True, text=True), with watch(proc) called in a thread while cmd runs;
+    what watch returns is r.seen (a dict). watch must return once proc has ended."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen: dict = {}
+    t = threading.Thread(target=lambda: seen.update(watch(proc)), name="watch-run", daemon=True)
+    t.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    finally:
+        t.join(30)
+    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    r.seen = seen
+    return r
+
+
+def measured(cmd, spinners=(), env=None, timeout=240, watch=None):
     """subprocess.run(cmd) with r.neighbours: the share of the machine (0-1) that other processes used meanwhile,
     not counting cmd and what it started (reaped: our children) nor this test's own spinners (r.spinners:
-    theirs; r.others: everything but cmd, spinners included)."""
+    theirs; r.others: everything but cmd, spinners included). watch: see _run_watched (r.seen)."""
     busy0, ours0, spin0, t0 = _busy_s(), _ours_s(), spinner_seconds(spinners), time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    env = {**os.environ, **(env or {})}
+    if watch is None:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    else:
+        r = _run_watched(cmd, watch, env, timeout)
     wall = (time.monotonic() - t0) * (os.cpu_count() or 1)
     r.spinners = (spinner_seconds(spinners) - spin0) / wall
     r.others = max(0.0, (_busy_s() - busy0) - (_ours_s() - ours0)) / wall
@@ -40,10 +70,10 @@ def measured(cmd, spinners=(), env=None, timeout=240):
     return r
 
 
-def chaos_run(exp_file, run_dir, *args, env=None, timeout=240, spinners=()):
+def chaos_run(exp_file, run_dir, *args, env=None, timeout=240, spinners=(), watch=None):
     """Run it; r.neighbours as in measured (pass the test's own spinners, so their CPU is not a neighbour's)."""
     return measured([sys.executable, "-m", "chaos", "run", str(exp_file), "--out", str(run_dir), *args],
-                    spinners, env, timeout)
+                    spinners, env, timeout, watch)
 
 
 @dataclass(slots=True)
@@ -64,10 +94,11 @@ class Run:
             return [json.loads(line) for line in f]
 
 
-def run_once(tmp_path_factory, name, exp_file, *args, **kw) -> Run:
-    """chaos_run in a fresh directory, for a module fixture: one run, many asserting tests."""
+def run_once(tmp_path_factory, name, exp_file, *args, watch=None, **kw) -> Run:
+    """chaos_run in a fresh directory, for a module fixture: one run, many asserting tests. watch(run_dir), if
+    given, makes the watcher that looks at the run while it goes (r.seen: what it saw)."""
     run_dir = tmp_path_factory.mktemp(name) / "run"
-    r = chaos_run(exp_file, run_dir, *args, **kw)
+    r = chaos_run(exp_file, run_dir, *args, watch=watch(run_dir) if watch else None, **kw)
     journal = os.path.exists(run_dir / "journal.jsonl")
     return Run(r, run_dir, leftovers(run_dir), unreverted(run_dir) if journal else [])
 
@@ -76,8 +107,8 @@ def test_own_spinners_are_not_neighbours():
     """A test's spinner keeps a core busy on purpose: counted as a neighbour it takes a 2-core box past
     skip_if_not_judged's 1/3 by itself, and every latency failure would skip instead of failing."""
     with spinning(1) as spinners:
-        r = measured([sys.executable, "-c", "import time; time.sleep(3)"], spinners)
-    assert r.spinners > 0.05, "the spinner's own CPU is measured (it spun for the whole 3 s)"
+        r = measured([sys.executable, "-c", "import time; time.sleep(1.5)"], spinners)
+    assert r.spinners > 0.05, "the spinner's own CPU is measured (it spun for the whole 1.5 s)"
     assert r.neighbours <= r.others - r.spinners + 1e-9, "and not counted as a neighbour's"
 
 
@@ -107,9 +138,66 @@ def skip_if_not_judged(r, run_dir):
                     f"failed: " + "; ".join(f"{c['name']} {c['measured']}" for c in failed))
 
 
+def token_of(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).environ().get("CHAOS_FAULT_TOKEN")
+    except psutil.Error:
+        return None
+
+
+def admin_status(url: str, token: str | None = None) -> int:
+    req = urllib.request.Request(url + "/admin/faults", headers={"x-chaos-fault-token": token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def watch_fault_token(run_dir):
+    """What the run's fault token looks like from outside while the run goes: each replica's environment once
+    the target is up, r0's /admin/faults without it, with another and with it, and the environment of r1 as
+    restarted by the kill fault (read from its process_started line, written after the exec). For
+    test_kill_instance_hands_the_fault_token_to_each_replica_and_writes_it_nowhere; never raises (an error is
+    what it saw), and returns once the run has ended."""
+    journal = run_dir / "journal.jsonl"
+
+    def events(name):
+        return [e for e in read_journal(str(journal)) if e["event"] == name] if journal.exists() else []
+
+    def watch(proc) -> dict:
+        seen: dict = {}
+        try:
+            while not events("target_started"):
+                if proc.poll() is not None:
+                    return {"error": "the run ended before its target was up"}
+                time.sleep(0.05)
+            insts = {i["id"]: i for i in events("target_started")[0]["instances"]}
+            r0, r1 = insts["r0"], insts["r1"]
+            token = token_of(r0["pid"])
+            seen.update(token=token, r1=(r1["pid"], token_of(r1["pid"])),
+                        admin=(admin_status(r0["url"]), admin_status(r0["url"], "not-" + str(token)),
+                               admin_status(r0["url"], token)))
+            while True:  # r1 is killed 20 s into the load and restarted 5 s later
+                again = next((e["instance"] for e in events("process_started") if e.get("restart")), None)
+                if again is not None:
+                    seen["restarted"] = (again["id"], again["pid"], token_of(again["pid"]))
+                    break
+                if proc.poll() is not None:
+                    seen["error"] = "r1 was never restarted"
+                    break
+                time.sleep(0.1)
+        except Exception as e:  # noqa: BLE001 - what the watcher saw, asserted on by its test
+            seen["error"] = f"{type(e).__name__}: {e}"
+        return seen
+
+    return watch
+
+
 @pytest.fixture(scope="module")
 def kill_instance(tmp_path_factory) -> Run:
-    return run_once(tmp_path_factory, "kill-instance", "experiments/kill-instance.yaml")
+    # As shipped (the README's command); the fault token is looked at meanwhile, from outside, by the watcher.
+    return run_once(tmp_path_factory, "kill-instance", "experiments/kill-instance.yaml", watch=watch_fault_token)
 
 
 @pytest.fixture
@@ -154,6 +242,28 @@ def test_kill_instance_leaves_nothing_behind(kill_passed):
     assert kill_passed.left == [] and kill_passed.unreverted == []
 
 
+def test_kill_instance_hands_the_fault_token_to_each_replica_and_writes_it_nowhere(kill_instance):
+    """The run's fault token: generated per run, handed to each replica by its environment (the restarted one
+    too), and written nowhere in the run directory or the run's output. (That server_hook sends it and a replica
+    acts on it: test_fault_token's refused hooks, taken by r0 alone, and kv-pressure's preemptions.)"""
+    run = kill_instance
+    seen = run.r.seen
+    assert "error" not in seen, seen
+    token = seen["token"]
+    assert token and len(token) >= 32, "each replica gets the run's token in its environment"
+    assert seen["r1"][1] == token
+    assert seen["admin"] == (401, 401, 200)  # none and another token refused, the run's taken
+    # r1 was killed and restarted: the new process gets the same token
+    rid, pid, again = seen["restarted"]
+    assert rid == "r1" and pid != seen["r1"][0]
+    assert again == token
+    assert run.r.returncode in (0, 1, 4), run.r.stdout[-2000:] + run.r.stderr[-2000:]
+    assert token not in run.r.stdout + run.r.stderr
+    for root, _, files in os.walk(run.dir):
+        for name in files:
+            assert token not in open(os.path.join(root, name), errors="replace").read(), name
+
+
 ABORT = """\
 name: abort-me
 target: {kind: reference, replicas: 1, preset: tiny}
@@ -174,13 +284,14 @@ def test_abort_when_halts_reverts_and_exits_3(tmp_path):
     assert unreverted(run_dir) == [] and leftovers(run_dir) == []
 
 
+# The gate judges the whole 3 s window before the fault (the load's first 3 s), and the run ends there.
 GATE = """\
 name: gate
 target: {kind: reference, replicas: 1, preset: tiny}
 load: {workload: chat, users: 2, duration: 8s, output_tokens: 8}
 steady_state: {window: 3s, slo: {p95_latency: 1ms}}
 faults:
-  - {type: kill_instance, at: 4s}
+  - {type: kill_instance, at: 3s}
 """
 
 
@@ -203,7 +314,7 @@ target:
   command: ["{sys.executable}", "-m", "chaos", "reference", "serve", "--preset", "tiny", "--port", "{{port}}",
             "--replica-id", "p{{replica}}"]
   model: chaos-reference
-load: {{workload: chat, users: 2, duration: 6s, output_tokens: 4-8}}
+load: {{workload: chat, users: 2, duration: 5s, output_tokens: 4-8}}
 faults:
   - {{type: pause_instance, at: 2s, instance: 0, duration: 2s}}
 verify:

@@ -73,18 +73,19 @@ def test_limits_are_validated_with_file_positions(tmp_path):
     assert f"{p}:6:3: limits.tokens_per_min: unknown key 'tokens_per_min' (did you mean 'tokens_per_minute'?)" in text
 
 
-RPM = 40  # with 12 users asked for and 8 allowed in flight: each user may start 5 requests a minute
+RPM = 40  # with 12 users asked for and 8 allowed in flight: each user may start 5 requests a minute (one, then a
+# pause of ~12 s): without the pause 8 users start hundreds in the run's 8 s, without the cap 12 are in flight at once
 
 
 @pytest.fixture(scope="module")
 def capped_load(tmp_path_factory):
-    """`chaos load targets/vendors/openai.yaml` with 12 users for 15 s at a loopback stand-in."""
+    """`chaos load targets/vendors/openai.yaml` with 12 users for 8 s at a loopback stand-in."""
     out = tmp_path_factory.mktemp("vendor") / "out"
     key = "sk-chaos-test-" + secrets.token_hex(12)
     with start_server(["--preset", "tiny"]) as server:
         p = subprocess.run([sys.executable, "-m", "chaos", "load", str(VENDORS / "openai.yaml"),
                             "--var", f"OPENAI_BASE_URL={server.base_url}/v1", "--var", "OPENAI_MODEL=chaos-reference",
-                            "--var", f"OPENAI_RPM={RPM}", "--users", "12", "--duration", "15s",
+                            "--var", f"OPENAI_RPM={RPM}", "--users", "12", "--duration", "8s",
                             "--output-tokens", "16-48", "--timeout-first-token", "20s", "--out", str(out)],
                            capture_output=True, text=True, timeout=240, cwd=ROOT,
                            env={**os.environ, "OPENAI_API_KEY": key})
@@ -99,7 +100,7 @@ def test_the_load_keeps_the_rate_and_concurrency_limits(capped_load):
     assert any(r["outcome"] == "ok" for r in records), records[:3]
     starts = sorted(r["t_start"] for r in records)
     # every 60 s window (the run is shorter than one: all of it) holds at most the limit; 12 unpaced users on the
-    # tiny server send hundreds in 15 s, so this fails without the cap
+    # tiny server send hundreds in 8 s, so this fails without the cap
     assert max(sum(1 for t in starts if s <= t < s + 60) for s in starts) <= RPM
     in_flight = max(sum(1 for r in records if r["t_start"] <= t < (r["t_end"] or r["t_start"])) for t in starts)
     assert in_flight <= 8
