@@ -6,11 +6,13 @@ Every gate is the real command, interleaved, at its defaults (tolerance 10 %, fl
 tolerance 1 point, P50/P95/P99, Holm over every figure):
 
     chaos gate --baseline-target targets/reference.yaml --candidate CANDIDATE gates/upgrade.yaml \\
-        --repeat R --var PRESET=tiny-long --var LOAD_FOR=... --var FAULT_AT=... --var FLAKY_AT=... --var FLAKY_FOR=...
+        --repeat R --var PRESET=tiny-long --var LOAD_FOR=... --var FAULT_AT=... \\
+        --var FLAKY_AT=... --var FLAKY_FOR=...
 
 gates/upgrade.yaml runs experiments/upgrade-check.yaml: a load that shares a 1,000-token system prompt, r1
-SIGKILLed and restarted, then r0 answering one request in five with HTTP 500 for a while. tiny-long prefills per token (~0.1 ms a token on 2 cores), so the shared prefix
-is where prefix caching pays, at a fraction of the small preset's cost.
+SIGKILLed and restarted, then r0 answering one request in five with HTTP 500 for a while. tiny-long prefills per
+token (~0.1 ms a token on 2 cores), so the shared prefix is where prefix caching pays, at a fraction of the small
+preset's cost.
 
 * no change: CANDIDATE = targets/reference.yaml itself, --repeats times. Aim: exit 0 in >= 19 of 20.
 * three builds that differ for real (targets/builds/): prefix caching off, every engine step 1.5x slower, the
