@@ -26,7 +26,8 @@ from .faults import ServerFaults
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .openapi import server_spec
 from .protocol import APIError, GenerationRequest, from_worker, parse_generation, parse_json_body
-from .serving import BodyTooLarge, BodyWorker, WorkerBusy, WorkerError, read_bounded, route_error
+from .serving import (BodyTooLarge, BodyWorker, WorkerBusy, WorkerError, read_bounded, route_error,
+                      route_headers)
 
 log = logging.getLogger("chaos.reference")
 # Bodies past this are parsed in the body worker's process (serving.BodyWorker), one at a time: json.loads holds
@@ -162,7 +163,8 @@ class ReferenceAPI:
             if e.status < 400:
                 raise
             msg, code = route_error(request, e)
-            return self.error_response(APIError(e.status, msg, code=code), self._headers(rid))
+            return self.error_response(APIError(e.status, msg, code=code),
+                                       {**self._headers(rid), **route_headers(e)})
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as e:  # a bug of ours: say so in OpenAI's shape, keep serving

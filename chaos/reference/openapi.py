@@ -258,7 +258,13 @@ def server_spec(*, model_name: str = "chaos-reference", max_model_len: int | Non
     desc = (f"chaos reference server serving `{model_name}`"
             + (f", context {max_model_len} tokens" if max_model_len else "")
             + f"; request bodies up to {max_body_mb} MB. Every error is {{\"error\": {{message, type, param, code}}}}.")
-    return _document("llm-chaos reference server", desc, paths, max_model_len, fault_hooks)
+    doc = _document("llm-chaos reference server", desc, paths, max_model_len, fault_hooks)
+    # The served name, declared: a fuzzer that draws names from the schema gets past the model check to the engine
+    # (any other name is the declared 404 model_not_found).
+    for kind in ("CompletionRequest", "ChatCompletionRequest"):
+        props = doc["components"]["schemas"][kind]["properties"]
+        props["model"] = {**props["model"], "enum": [model_name]}
+    return doc
 
 
 def gateway_spec(*, max_body_mb: int = 32, max_model_len: int | None = None, extra_paths: dict | None = None) -> dict:

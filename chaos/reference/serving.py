@@ -214,6 +214,12 @@ def route_error(request: web.BaseRequest, e: web.HTTPException) -> tuple[str, st
     return message, e.reason.lower().replace(" ", "_")
 
 
+def route_headers(e: web.HTTPException) -> dict:
+    """What aiohttp's own answer carried that a client needs: a 405's Allow (RFC 9110 requires it)."""
+    allow = e.headers.get("Allow")
+    return {"Allow": allow} if allow else {}
+
+
 class BodyTooLarge(Exception):
     """A request body over its limit: size from Content-Length, None when a chunked body ran past it."""
 

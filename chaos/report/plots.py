@@ -60,11 +60,32 @@ def style(fig: go.Figure, height: int, title: str) -> go.Figure:
     return fig
 
 
+def _subplot_refs(fig: go.Figure) -> list[tuple[str, str]]:
+    """(xref, yref) of each cell of a make_subplots figure that has a trace, row by row: ("x", "y"), ("x2", "y2"),
+    ...; an empty cell gets no shape, as with add_vrect's default (exclude_empty_subplots)."""
+    used = {(t.xaxis or "x", t.yaxis or "y") for t in fig.data}
+    cells = [(xa.plotly_name.replace("axis", ""), xa.anchor) for xa in fig.select_xaxes()]
+    return [c for c in cells if c in used]
+
+
+def _add_shapes(fig: go.Figure, shapes: list[dict]) -> None:
+    """All at once: add_vrect(row="all") and add_vline(row=N) resolve the grid again on every call, ~50 ms each
+    on a figure of many panels, which made the page the slowest part of writing a run's reports."""
+    if shapes:
+        fig.layout.shapes = fig.layout.shapes + tuple(shapes)
+
+
+def _window_shapes(fig: go.Figure, windows: list[Window]) -> list[dict]:
+    return [{"type": "rect", "xref": x, "yref": f"{y} domain", "x0": w.x0, "x1": w.x1, "y0": 0, "y1": 1,
+             "fillcolor": FAULT_FILL, "line": {"width": 0}, "layer": "below"}
+            for w in windows for x, y in _subplot_refs(fig)]
+
+
 def _shade(fig: go.Figure, windows: list[Window], label_yref: str | None = "y domain") -> None:
     """Each fault window shaded across every subplot; its name written once, inside the top of the subplot whose
     y axis is label_yref's (a subplot title sits above the plot area, where a label would overwrite it)."""
+    _add_shapes(fig, _window_shapes(fig, windows))
     for w in windows:
-        fig.add_vrect(x0=w.x0, x1=w.x1, fillcolor=FAULT_FILL, line_width=0, layer="below", row="all", col="all")
         if label_yref is not None:
             fig.add_annotation(x=(w.x0 + w.x1) / 2, xref="x", y=1, yref=label_yref, yanchor="top", showarrow=False,
                                text=escape(w.name) + (" (not reverted)" if w.open_ended else ""),
@@ -87,9 +108,11 @@ def _mark(fig: go.Figure, events: list[Event], rows: int, lo: float, hi: float, 
     events = sorted(events, key=lambda e: e.x)[:EVENTS_CAP]
     if not events:
         return
-    for e in events:
-        for row in range(2, rows + 1):
-            fig.add_vline(x=e.x, line={"color": "#555", "width": 1, "dash": "dot"}, row=row, col=1)
+    below = [(f"x{row}", f"y{row}") for row in range(2, rows + 1)]  # one column: row N's axes are xN, yN
+    refs = [c for c in _subplot_refs(fig) if c in below]
+    _add_shapes(fig, [{"type": "line", "xref": x, "yref": f"{y} domain", "x0": e.x, "x1": e.x, "y0": 0, "y1": 1,
+                       "line": {"color": "#555", "width": 1, "dash": "dot"}}
+                      for e in events for x, y in refs])
     fig.add_trace(go.Scatter(
         x=[e.x for e in events], y=_levels([e.x for e in events], (hi - lo) * 0.08), mode="markers+text",
         name="journal events", text=[escape(e.name) for e in events],
@@ -254,8 +277,7 @@ def server_metrics(series: dict, t0: float, windows: list[Window], max_points: i
                 hovertemplate=f"{escape(inst)} {escape(key)} %{{y:.4g}}<br>%{{x:.1f}}s<extra></extra>"),
                 row=row, col=col)
             shown.add(inst)
-    for w in windows:
-        fig.add_vrect(x0=w.x0, x1=w.x1, fillcolor=FAULT_FILL, line_width=0, layer="below", row="all", col="all")
+    _add_shapes(fig, _window_shapes(fig, windows))
     for col in range(1, cols + 1):
         fig.update_xaxes(title_text=X_TITLE, row=rows, col=col)
     fig.update_annotations(font_size=11)

@@ -9,6 +9,7 @@ is stopped too: that finds what left its group (a `setsid` double-fork) or was s
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from ..common import same_process
 from ..faults import FAULT_TYPES
@@ -45,10 +46,19 @@ def recover(run_dir: str, log=print) -> list[str]:
         for e in events:
             if e["event"] == "links_created":
                 done += delete_journaled_proxies(e)
-    # 3. Every process the journal names, by process group, if its start time still matches.
-    for (pid, ctime), info in journaled_processes(events).items():
-        pgid = info.get("pgid") or pid  # each was started in its own session: the pid leads the group
-        if stop_our_group(pgid, ctime, run_id):
+    # 3. Every process the journal names, by process group, if its start time still matches; all groups at once,
+    #    so N of them that drain slowly cost one grace period, not N.
+    groups = list(journaled_processes(events).items())
+
+    def stop(item) -> bool:
+        (pid, ctime), info = item
+        return stop_our_group(info.get("pgid") or pid, ctime, run_id)  # each led its own session: pid = pgid
+
+    with ThreadPoolExecutor(max(1, len(groups)), thread_name_prefix="recover") as pool:
+        stopped = list(pool.map(stop, groups))
+    for ((pid, ctime), info), was_alive in zip(groups, stopped):
+        pgid = info.get("pgid") or pid
+        if was_alive:
             done.append(f"stopped {info['what']} (process group {pgid})")
         elif _alive(pid) and not same_process(pid, ctime):
             done.append(f"left pid {pid} alone: it is another process now (the {info['what']}'s pid was reused)")

@@ -27,6 +27,7 @@ from ..load.driver import LoadError, LoadRun
 from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
 from ..verify import checks as V
+from ..verify.stats import scipy_stats
 from .journal import Journal
 from .procs import RUN_ID_ENV, become_subreaper, create_time, run_id_for
 from .scrape import start_for_run
@@ -49,6 +50,13 @@ STOP_ALLOWANCE_S = 15.0
 
 class Interrupted(Exception):
     pass
+
+
+def _warm_imports() -> None:
+    try:
+        scipy_stats()
+    except Exception:  # noqa: BLE001 - the verifier's own import says what is wrong, where it matters
+        pass
 
 
 def default_run_dir(name: str) -> str:
@@ -133,6 +141,8 @@ class Runner:
         os.environ[RUN_ID_ENV] = self.run_id
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         become_subreaper()
+        # The verdict needs scipy.stats (0.6 s to import): imported while the target starts, which is waiting.
+        threading.Thread(target=_warm_imports, name="warm-imports", daemon=True).start()
         code = None
         try:
             self.view.start()

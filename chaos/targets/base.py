@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import psutil
@@ -104,9 +105,24 @@ class Target:
     def up(self, should_stop=lambda: False) -> None:
         raise NotImplementedError
 
+    def front_instances(self) -> list[Instance]:
+        """What the load reaches first (a gateway): stopped before the rest, so it stops taking requests."""
+        return []
+
     def down(self, grace: float = 10.0) -> None:
-        for inst in reversed(self.all_instances()):  # the front (a gateway) first
+        """The front first, then the rest together, each with the whole grace: N replicas drain at once, which
+        costs one shutdown rather than N in a row."""
+        front = self.front_instances()
+        for inst in front:
             self.stop_instance(inst, grace)
+        rest = [i for i in self.all_instances() if i not in front]
+        if len(rest) < 2:
+            for inst in rest:
+                self.stop_instance(inst, grace)
+            return
+        with ThreadPoolExecutor(len(rest), thread_name_prefix="stop") as pool:
+            for done in [pool.submit(self.stop_instance, inst, grace) for inst in rest]:
+                done.result()  # each was waited for; the first error, if any, goes on up
 
     def health_url(self, inst: Instance) -> str:
         return inst.url + self.spec.settings.get("health_path", "/health")

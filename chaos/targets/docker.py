@@ -113,6 +113,10 @@ class DockerTarget(Target):
         for inst in self.instances:
             self.wait_healthy(inst, self.spec.startup_timeout, should_stop)
 
+    def down(self, grace: float = 10.0) -> None:
+        for inst in reversed(self.instances):  # one docker client: one call at a time
+            self.stop_instance(inst, grace)
+
     def stop_instance(self, inst: Instance, grace: float = 10.0) -> None:
         c = self._container(inst) if inst.container else None
         if c is not None:

@@ -22,10 +22,22 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats as st
 
 METHODS = ("order-statistic", "bootstrap", "wilson", "poisson", "exact")
-_RNG_ARG = "rng" if "rng" in inspect.signature(st.bootstrap).parameters else "random_state"
+
+
+def scipy_stats():
+    """scipy.stats, imported on first use: its import is 0.6 s, which a run spends on a thread of its own
+    while its target starts (chaos.run.runner) rather than before it starts anything."""
+    from scipy import stats
+
+    return stats
+
+
+@lru_cache(maxsize=1)
+def _rng_arg() -> str:
+    # scipy >= 1.15 names the generator rng (random_state before); pyproject allows older
+    return "rng" if "rng" in inspect.signature(scipy_stats().bootstrap).parameters else "random_state"
 
 
 @dataclass(slots=True)
@@ -119,7 +131,7 @@ def _ranks(n: int, p: float, alpha: float) -> tuple[int, int] | None:
     With B = #{X_i <= xi} ~ Binomial(n, p): sorted[lo] <= xi  <=>  B >= lo + 1, and xi < sorted[hi]  <=>
     B <= hi. So lo is the largest k with P(B <= k) <= alpha/2 and hi the smallest k with P(B <= k) >= 1 - alpha/2;
     P(sorted[lo] <= xi <= sorted[hi]) >= P(lo < B <= hi) >= 1 - alpha (ties only make it larger)."""
-    b = st.binom(n, p)
+    b = scipy_stats().binom(n, p)
     lo = int(b.ppf(alpha / 2))  # a start near the answer; the loops make it exact against the cdf
     while lo >= 0 and b.cdf(lo) > alpha / 2:
         lo -= 1
@@ -183,7 +195,7 @@ def proportion(k: int, n: int, confidence: float = 0.95) -> Estimate:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return Estimate(None, n=0, confidence=confidence, method="wilson", needs=1)
-    z = float(st.norm.ppf(1 - _alpha(confidence) / 2))
+    z = float(scipy_stats().norm.ppf(1 - _alpha(confidence) / 2))
     lo, hi = _wilson(k, n, z)
     return Estimate(k / n, lo, hi, n, confidence, "wilson")
 
@@ -207,8 +219,8 @@ def rate(count: int, seconds: float, confidence: float = 0.95) -> Estimate:
 
 
 def _garwood(count: int, alpha: float) -> tuple[float, float]:
-    lo = 0.0 if count == 0 else float(st.chi2.ppf(alpha / 2, 2 * count)) / 2
-    return lo, float(st.chi2.ppf(1 - alpha / 2, 2 * count + 2)) / 2
+    lo = 0.0 if count == 0 else float(scipy_stats().chi2.ppf(alpha / 2, 2 * count)) / 2
+    return lo, float(scipy_stats().chi2.ppf(1 - alpha / 2, 2 * count + 2)) / 2
 
 
 # -- bootstrap ----------------------------------------------------------------------------------------------------
@@ -338,10 +350,9 @@ def bootstrap(values, statistic: Callable[..., np.ndarray], confidence: float = 
         return Estimate(float(statistic(a, axis=-1)) if a.size else None, n=int(a.size), confidence=confidence,
                         method="bootstrap", needs=2)
     value = float(statistic(a, axis=-1))
-    # scipy >= 1.15 names the generator rng (random_state before); pyproject allows older
-    seeded = {_RNG_ARG: np.random.default_rng(seed)}
-    res = st.bootstrap((a,), statistic, confidence_level=confidence, n_resamples=resamples, method=method,
-                       vectorized=True, batch=max(1, 20_000_000 // a.size), **seeded)
+    seeded = {_rng_arg(): np.random.default_rng(seed)}
+    res = scipy_stats().bootstrap((a,), statistic, confidence_level=confidence, n_resamples=resamples,
+                                  method=method, vectorized=True, batch=max(1, 20_000_000 // a.size), **seeded)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(lo) and math.isfinite(hi)):  # BCa on a degenerate sample (all equal)
         return Estimate(value, n=int(a.size), confidence=confidence, method="bootstrap")

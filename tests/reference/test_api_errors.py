@@ -101,7 +101,9 @@ def test_unknown_model_is_404(server):
 
 def test_unknown_route_and_method_are_openai_shaped(server):
     assert request(server.base_url, "GET", "/v1/nothing")[2]["error"]["code"] == "not_found"
-    assert request(server.base_url, "GET", "/v1/completions")[0] == 405
+    status, headers, body = request(server.base_url, "GET", "/v1/completions")
+    assert status == 405 and body["error"]["code"] == "method_not_allowed"
+    assert headers["allow"] == "POST"  # RFC 9110: a 405 says what the route takes
 
 
 def test_error_body_is_common_openai_error_field_for_field(server):

@@ -64,6 +64,17 @@ def test_every_documented_route_answers_on_the_real_server(server, live_spec):
         assert status == 200, (method, path, status)
 
 
+def test_the_served_model_name_is_declared_so_fuzzers_reach_the_engine(server, live_spec):
+    schemas = live_spec["components"]["schemas"]
+    for path, kind, base in (("/v1/completions", "CompletionRequest", {"prompt": "hi", "max_tokens": 2}),
+                             ("/v1/chat/completions", "ChatCompletionRequest",
+                              {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})):
+        names = schemas[kind]["properties"]["model"]["enum"]
+        assert names == [M]
+        assert post(server.base_url, path, {**base, "model": names[0]})[0] == 200
+        assert post(server.base_url, path, {**base, "model": M + "-other"})[0] == 404  # the declared 404
+
+
 def test_every_error_response_is_the_documented_error_shape(live_spec):
     error = live_spec["components"]["schemas"]["Error"]["properties"]["error"]
     assert set(error["required"]) == {"message", "type", "param", "code"}

@@ -178,7 +178,7 @@ def watch_fault_token(run_dir):
             seen.update(token=token, r1=(r1["pid"], token_of(r1["pid"])),
                         admin=(admin_status(r0["url"]), admin_status(r0["url"], "not-" + str(token)),
                                admin_status(r0["url"], token)))
-            while True:  # r1 is killed 20 s into the load and restarted 5 s later
+            while True:  # r1 is killed 15 s into the load and restarted 5 s later
                 again = next((e["instance"] for e in events("process_started") if e.get("restart")), None)
                 if again is not None:
                     seen["restarted"] = (again["id"], again["pid"], token_of(again["pid"]))

@@ -16,6 +16,12 @@ def is_admin(path: str) -> bool:
     return path.startswith(PREFIX) or path == PREFIX.rstrip("/")
 
 
+def allowed(path: str) -> str:
+    """The methods a path takes, for a 405's Allow header."""
+    parts = path.rstrip("/").split("/")
+    return "GET" if parts[-1] == "health" else "GET, POST, DELETE" if len(parts) == 3 else "GET, DELETE"
+
+
 def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tuple[int, object]:
     """(status, JSON-able body or None for no body). token: what the request carried in FAULT_TOKEN_HEADER."""
     if path.rstrip("/") == "/__chaos/health":

@@ -217,7 +217,7 @@ class LLMProxy:
             if admin.is_admin(path):
                 body = await read_body(reader, framing, 1024 * 1024)
                 status, obj = admin.handle(self, method, path, head.get(FAULT_TOKEN_HEADER), body)
-                await _send_json(writer, status, obj, keep)
+                await _send_json(writer, status, obj, keep, [("Allow", admin.allowed(path))] if status == 405 else [])
                 return keep
             if framing[0] == "length" and framing[1] <= BUFFER_LIMIT:
                 body = await reader.readexactly(framing[1]) if framing[1] else b""
@@ -335,11 +335,12 @@ async def _pieces(reader, framing, body):
         yield body
 
 
-async def _send_json(writer, status: int, obj, keep: bool) -> None:
+async def _send_json(writer, status: int, obj, keep: bool, extra: list[tuple[str, str]] = ()) -> None:
     body = b"" if obj is None else json.dumps(obj).encode()
     hs = [] if obj is None else [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
     if status == 204:
         hs = []
+    hs += extra
     if not keep:
         hs.append(("Connection", "close"))
     writer.write(encode_head(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", hs) + body)

@@ -7,8 +7,11 @@ server's answers (404 `404 page not found`, an empty 405, 403 `User agent not al
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
 import re
+import time
 
 from aiohttp import web
 
@@ -28,6 +31,26 @@ _ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [
      {"GET": "toxic_show", "POST": "toxic_update", "PATCH": "toxic_update", "DELETE": "toxic_delete"}),
     (re.compile(r"/version"), {"GET": "version"}),
 ]
+
+
+_REQUEST_IDS = itertools.count(int.from_bytes(os.urandom(3), "big"))
+_PROCESS_BYTES = os.urandom(5)
+_BASE32HEX = "0123456789abcdefghijklmnopqrstuv"
+
+
+def request_id() -> str:
+    """An id shaped like the real server's (an xid: 12 bytes, seconds first, then 5 random bytes and a counter,
+    in 20 lowercase base32hex characters), so logs and clients that keep it see the same kind of value."""
+    raw = (int(time.time()) & 0xFFFFFFFF).to_bytes(4, "big") + _PROCESS_BYTES + \
+        (next(_REQUEST_IDS) & 0xFFFFFF).to_bytes(3, "big")
+    n = int.from_bytes(raw, "big") << 4  # 96 bits, padded to 100: 20 characters of 5 bits
+    return "".join(_BASE32HEX[(n >> (95 - 5 * i)) & 31] for i in range(20))
+
+
+async def _no_server_header(request, response) -> None:
+    # Go's net/http sends no Server header; aiohttp adds one with its version, dropped here (headers are final
+    # when this signal runs).
+    response.headers.popall("Server", None)
 
 
 def _dumps(obj) -> bytes:
@@ -70,6 +93,7 @@ class ToxiproxyServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
+        app.on_response_prepare.append(_no_server_header)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -99,13 +123,20 @@ class ToxiproxyServer:
             name = methods.get(request.method)
             if name is None:
                 return web.Response(status=405)  # gorilla/mux: a known path, another method: empty body
-            if request.headers.get("User-Agent", "").startswith("Mozilla/"):
-                return _text_error("User agent not allowed", 403)
-            try:
-                return await getattr(self, name)(request, **m.groupdict())
-            except ApiError as e:
-                return _api_error(e)
+            # the real server's request-id middleware runs on a matched route only (gorilla/mux), before the
+            # browser check
+            answer = await self._route(request, name, m.groupdict())
+            answer.headers["X-Toxiproxy-Request-Id"] = request_id()
+            return answer
         return _text_error("404 page not found", 404)
+
+    async def _route(self, request: web.Request, name: str, args: dict) -> web.StreamResponse:
+        if request.headers.get("User-Agent", "").startswith("Mozilla/"):
+            return _text_error("User agent not allowed", 403)
+        try:
+            return await getattr(self, name)(request, **args)
+        except ApiError as e:
+            return _api_error(e)
 
     def _proxy(self, name: str) -> Proxy:
         try:

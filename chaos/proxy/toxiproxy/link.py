@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import random
 import socket
 import struct
 
-from .stages import ResetPeer, Stage, new_stage
+from .stages import Latency, ResetPeer, Stage, new_stage
 from .toxics import DOWNSTREAM, UPSTREAM
 
 QUEUE_LIMIT = 1 << 20     # bytes a toxic direction holds before it stops reading its source
+# Under latency, what the real server's latency toxic buffers (1024 chunks of up to 32 KiB): data held only
+# because it is early must not stop the source, or a 100 ms latency would cap a stream at ~10 MB/s.
+LATENCY_QUEUE_LIMIT = 1024 * 32 * 1024
 WRITE_HIGH = 512 * 1024   # transport write buffer high-water mark
 
 
@@ -40,6 +44,7 @@ class Pipe:
         self.dst = None
         self.drawn: dict[int, Stage | None] = {}  # id(toxic) -> its stage, None if it spares this connection
         self.firing: list[Stage] = []
+        self.limit = QUEUE_LIMIT
         self.queue: collections.deque[tuple[float, bytes]] = collections.deque()
         self.queued = 0
         self.task: asyncio.Task | None = None
@@ -79,6 +84,7 @@ class Pipe:
                 close = True
         self.drawn = new
         self.firing = [new[id(t)] for t in toxics if new[id(t)] is not None]
+        self.limit = LATENCY_QUEUE_LIMIT if any(isinstance(st, Latency) for st in self.firing) else QUEUE_LIMIT
         self.changed = True
         if close:
             self.conn.close()
@@ -119,7 +125,7 @@ class Pipe:
             self._wake()
 
     def _update_reading(self) -> None:
-        want_pause = self.dst_blocked or self.queued > QUEUE_LIMIT
+        want_pause = self.dst_blocked or self.queued > self.limit
         if want_pause != self.src_paused and self.src is not None and not self.conn.closed:
             self.src_paused = want_pause
             try:
@@ -217,6 +223,29 @@ class Pipe:
             self.dst.write(piece)
 
 
+def _discard_unread(transport, most: int = 4 << 20) -> None:
+    """Read and drop what the peer sent that nobody read (a request that came before the upstream answered, or
+    while a toxic held the direction): Linux answers close() on a socket with unread data with RST, and the real
+    server's clients see FIN (EOF) when a proxy is disabled or its upstream refuses."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        dup = socket.socket(fileno=os.dup(sock.fileno()))  # the transport's own socket object may not recv
+    except OSError:
+        return
+    with dup:
+        dup.setblocking(False)
+        while most > 0:
+            try:
+                data = dup.recv(65536)
+            except OSError:  # nothing more to read now, or the peer is gone
+                return
+            if not data:
+                return
+            most -= len(data)
+
+
 def _resolve(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -275,6 +304,7 @@ class Connection:
         self.closed = True
         for t in (self.client, self.upstream):
             if t is not None:
+                _discard_unread(t)
                 t.close()
         self._finish()
 

@@ -15,7 +15,7 @@ import uuid
 from aiohttp import web
 
 from ...common import error_type_for, openai_error, retry_after_headers
-from ..serving import route_error
+from ..serving import route_error, route_headers
 
 log = logging.getLogger("chaos.gateway")
 
@@ -50,6 +50,7 @@ def request_id(request: web.Request) -> str:
 def error_middleware(name: str):
     @web.middleware
     async def errors(request: web.Request, handler):
+        extra = {}
         try:
             return await handler(request)
         except GatewayError as e:
@@ -57,12 +58,12 @@ def error_middleware(name: str):
         except web.HTTPException as e:
             if e.status < 400:
                 raise
-            err = GatewayError(e.status, *route_error(request, e))
+            err, extra = GatewayError(e.status, *route_error(request, e)), route_headers(e)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as e:
             log.exception("unhandled error on %s %s", request.method, request.path)
             err = GatewayError(500, f"internal error in the gateway: {type(e).__name__}", "internal_error")
-        return error_response(err, {"x-request-id": request_id(request), "x-served-by": name})
+        return error_response(err, {"x-request-id": request_id(request), "x-served-by": name, **extra})
 
     return errors

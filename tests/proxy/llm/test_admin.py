@@ -30,6 +30,12 @@ def test_health_and_rule_lifecycle(proxy):
     assert proxy.rules() == [] and chat(proxy.port)[0] == 200
 
 
+def test_a_wrong_method_is_405_with_allow(proxy):
+    for path, allow in (("/__chaos/faults", "GET, POST, DELETE"), ("/__chaos/faults/s1", "GET, DELETE")):
+        status, headers, body = request(proxy.port, "PUT", path, {})
+        assert status == 405 and headers["allow"] == [allow] and "not allowed" in json.loads(body)["error"]
+
+
 @pytest.mark.parametrize("rule,field", [
     ({"name": "x", "effect": "nope"}, "effect"),
     ({"name": "x", "effect": "status", "params": {"status": 418}}, "params.status"),

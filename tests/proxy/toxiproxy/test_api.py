@@ -22,6 +22,21 @@ def test_version(engine):
     assert json.loads(body) == {"version": "2.12.0"} and body.endswith(b"\n")
 
 
+def test_request_id_on_every_routed_answer_and_no_server_header(engine, upstream):
+    """The real server's request-id middleware tags every answer of a known route (errors and the browser
+    refusal too) with a fresh xid; Go sends no Server header, and aiohttp's own is dropped."""
+    p = engine.proxy(upstream.http_port)
+    answers = [engine.api("GET", "/version"), engine.api("GET", f"/proxies/{p['name']}"),
+               engine.api("GET", "/proxies/no-such-proxy"), engine.api("POST", "/proxies", {"name": "x"}),
+               engine.api("GET", "/proxies", headers={"User-Agent": "Mozilla/5.0 (X11)"})]
+    assert [st for st, _, _ in answers] == [200, 200, 404, 400, 403]
+    ids = [h.get("x-toxiproxy-request-id") for _, h, _ in answers]
+    assert all(i is not None and len(i) == 20 and set(i) <= set("0123456789abcdefghijklmnopqrstuv") for i in ids), ids
+    assert len(set(ids)) == len(ids)
+    for _, h, _ in answers + [engine.api("GET", "/nope")]:
+        assert "server" not in h, h
+
+
 def test_create_show_list_delete(engine, upstream):
     p = engine.proxy(upstream.http_port)
     assert p["listen"].startswith("127.0.0.1:") and not p["listen"].endswith(":0")

@@ -73,6 +73,30 @@ def test_latency_shifts_a_stream_without_stretching_it(engine, upstream):
     assert (end - first) * 1000 <= 450
 
 
+def test_latency_delays_a_large_download_without_capping_it(engine, upstream):
+    """A delay is not a bandwidth limit: the real server pipelines delayed chunks (its latency toxic buffers
+    1,024 of them), so after the first byte a download runs at full speed. Holding 1 MiB while it waited, the
+    bundled one passed about 1 MiB per latency period: 8 MB through 1 s of latency took 5.0 s after its first byte."""
+    p = engine.proxy(upstream.http_port)
+    engine.toxic(p["name"], type="latency", attributes={"latency": 1000})
+    s = socket.create_connection(addr(p["listen"]), timeout=30)
+    size, got, chunks = 8_000_000, 0, []
+    try:
+        t0 = time.perf_counter()
+        s.sendall(b"GET /bytes/%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
+        head = s.recv(262144)
+        first = time.perf_counter()
+        got = len(head.split(b"\r\n\r\n", 1)[1])
+        while got < size and (chunk := s.recv(262144)):
+            got += len(chunk)
+        end = time.perf_counter()
+    finally:
+        s.close()
+    assert got == size
+    assert 0.95 <= first - t0 <= 2.0, first - t0  # the delay itself
+    assert end - first <= 3.0, end - first  # the old cap: 5.0 s
+
+
 def test_bandwidth_caps_throughput(engine, upstream):
     p = engine.proxy(upstream.http_port)
     engine.toxic(p["name"], type="bandwidth", attributes={"rate": 500})

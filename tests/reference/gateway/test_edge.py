@@ -59,6 +59,8 @@ def test_every_error_the_gateway_emits_is_openai_shaped(edge, case):
     status, headers, body = request(gw.base_url, method, path, raw=raw, headers={"Content-Type": ctype})
     assert status == want, (status, body)
     shaped(status, headers, body, code)
+    if want == 405:
+        assert headers["allow"] == "POST"  # RFC 9110: a 405 says what the route takes
     assert s0.stats()["requests"] == before  # decided at the edge: nothing was forwarded
     assert post(gw.base_url, "/v1/completions", BODY)[0] == 200  # and the gateway serves on
 
