@@ -75,9 +75,6 @@ class ReferenceTarget(Target):
     def all_instances(self) -> list[Instance]:
         return self.instances + self.backups + ([self.gateway] if self.gateway else [])
 
-    def front_instances(self) -> list[Instance]:
-        return [self.gateway] if self.gateway else []
-
     def command(self, inst: Instance) -> list[str]:
         s = self.spec.settings
         if inst is self.gateway:

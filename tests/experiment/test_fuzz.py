@@ -6,7 +6,8 @@ abuse (alias bombs, deep nesting, tabs, duplicate keys, binary). For every docum
 - no traceback: loading either builds the experiment or raises ExperimentError;
 - every refusal names file:line:col;
 - what loads, `chaos run` builds before it starts anything (load plan, target, gateway settings, every fault),
-  and `chaos run --dry-run` exits 0 exactly when `chaos validate` would (both load the same way).
+  and `chaos run --dry-run` exits 0 exactly when `chaos validate` would (both load the same way; checked
+  through the command line on one document in four).
 
 1,000 documents in CI (derandomized, so a CI run cannot fail on a new draw); the long mode draws at random:
     CHAOS_FUZZ_EXAMPLES=10000 python -m pytest -q tests/experiment/test_fuzz.py
@@ -141,7 +142,10 @@ def documents(draw) -> dict:
 
 
 def check(text: str | bytes, tmp: str) -> str:
-    """'accepted' or 'refused', asserting what every document must satisfy."""
+    """'accepted' or 'refused', asserting what every document must satisfy. The command line's dry run (the same
+    loading, through the CLI) on one document in four: it doubles the cost of a document."""
+    dry = SEEN["checked"] % 4 == 0
+    SEEN["checked"] += 1
     path = os.path.join(tmp, "fuzz.yaml")
     with open(path, "wb") as f:
         f.write(text if isinstance(text, bytes) else text.encode())
@@ -151,12 +155,14 @@ def check(text: str | bytes, tmp: str) -> str:
         assert e.problems, text
         bad = [p for p in e.problems if not re.match(rf"{re.escape(path)}:\d+:\d+: ", p)]
         assert not bad, (bad, text[:2000])
-        code, err = dry_run(path)
-        assert code == 2 and "Traceback" not in err, err
+        if dry:
+            code, err = dry_run(path)
+            assert code == 2 and "Traceback" not in err, err
         return "refused"
     run_builds(exp, tmp)  # what the run builds before it starts anything
-    code, err = dry_run(path)
-    assert code == 0 and "Traceback" not in err, err
+    if dry:
+        code, err = dry_run(path)
+        assert code == 0 and "Traceback" not in err, err
     return "accepted"
 
 

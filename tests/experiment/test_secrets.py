@@ -19,6 +19,8 @@ from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment
 from chaos.experiment.variables import MASK, Masker
 
+from ..secretscan import ArgvWatch, files_leaking
+
 
 def chaos(*args, env=None, timeout=240):
     return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=timeout,
@@ -123,14 +125,17 @@ def test_a_real_run_writes_no_secret_anywhere(tmp_path):
     p = tmp_path / "e.yaml"
     p.write_text(SECRET_EXP)
     run_dir = tmp_path / "run"
-    r = chaos("run", str(p), "--out", str(run_dir), "--json", env={"MY_API_TOKEN": value, "DB_PASSWORD": password})
+    with ArgvWatch(value, password) as argv:
+        r = chaos("run", str(p), "--out", str(run_dir), "--json",
+                  env={"MY_API_TOKEN": value, "DB_PASSWORD": password})
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]  # a verdict either way; both are fine
     rep = json.load(open(run_dir / "report.json"))
     assert rep["requests"] > 0 and rep["faults"][0]["applied"]
     assert rep["experiment"]["description"] == f"deploy with {MASK} and {MASK} (users 2)"
     for f in ("experiment.resolved.json", "report.json", "report.md", "journal.jsonl"):
         assert (run_dir / f).exists(), f
-    assert files_containing(run_dir, value, password) == []
+    assert files_leaking(run_dir, value, password) == []  # in any common encoding
+    assert argv.looked > 10 and argv.leaks == []  # no process's arguments held them
     assert value not in r.stdout + r.stderr and password not in r.stdout + r.stderr
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from chaos.common import same_process
 
+from ..secretscan import ArgvWatch, files_leaking
 from .conftest import leftovers, report, start_run, started_processes, unreverted, wait_journal
 from .test_runs import chaos_run, skip_if_not_judged, write
 
@@ -237,7 +238,7 @@ def test_an_unreachable_toxiproxy_url_stops_the_run_before_anything_starts(tmp_p
 def test_a_vendor_behind_both_proxies_keeps_its_key_out_of_their_logs(tmp_path, vendor):
     """An openai target (the reference server standing in for a vendor, with a key): the client link gets a
     Toxiproxy latency and an LLM proxy rule that fails the 2nd and 4th requests with a 503."""
-    secret = "sk-test-links-0123456789abcdef"
+    secret = 'sk-test-links/0123+4567=89&ab"cd\\ef'  # changed by URL-encoding, JSON escaping and base64
     srv = vendor
     exp = f"""\
 name: vendor-links
@@ -248,12 +249,12 @@ faults:
   - {{type: http_error, name: down-2-4, at: 0.5s, status: 503, occurrences: [2, 4]}}
 """
     run_dir = tmp_path / "run"
-    r = chaos_run(write(tmp_path, exp), run_dir, env={"VENDOR_KEY": secret})
+    with ArgvWatch(secret) as argv:
+        r = chaos_run(write(tmp_path, exp), run_dir, env={"VENDOR_KEY": secret})
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     hit = [x for x in records(run_dir) if x.get("fault")]
     assert [(x["status"], x["fault"]) for x in hit] == [(503, "down-2-4; status")] * 2
     assert (run_dir / "llm-proxy-127.0.0.1_{}.log.jsonl".format(srv.base_url.rsplit(":", 1)[1])).exists()
-    for root, _, files in os.walk(run_dir):
-        for f in files:
-            assert secret not in open(os.path.join(root, f), errors="replace").read(), f
+    assert files_leaking(run_dir, secret) == []  # the proxies' logs too, in any encoding
+    assert argv.looked > 10 and argv.leaks == [] and secret not in r.stdout + r.stderr
     assert leftovers(run_dir) == [] and unreverted(run_dir) == []

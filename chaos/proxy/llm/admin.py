@@ -7,6 +7,7 @@ import json
 
 from chaos.common import FAULT_TOKEN_HEADER
 
+from .openapi import admin_spec
 from .rules import RuleError
 
 PREFIX = "/__chaos/"
@@ -19,13 +20,19 @@ def is_admin(path: str) -> bool:
 def allowed(path: str) -> str:
     """The methods a path takes, for a 405's Allow header."""
     parts = path.rstrip("/").split("/")
-    return "GET" if parts[-1] == "health" else "GET, POST, DELETE" if len(parts) == 3 else "GET, DELETE"
+    if parts[-1] in ("health", "openapi.json"):
+        return "GET"
+    return "GET, POST, DELETE" if len(parts) == 3 else "GET, DELETE"
 
 
 def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tuple[int, object]:
     """(status, JSON-able body or None for no body). token: what the request carried in FAULT_TOKEN_HEADER."""
     if path.rstrip("/") == "/__chaos/health":
         return 200, {"status": "ok"}  # open even with a token: it tells nothing, and probes carry no secrets
+    if path == "/__chaos/openapi.json":  # open too: the document holds no state
+        if method != "GET":
+            return 405, {"error": f"{method} not allowed on /__chaos/openapi.json (GET)"}
+        return 200, admin_spec()
     if proxy.token is not None and not hmac.compare_digest((token or "").encode(), proxy.token.encode()):
         return 401, {"error": f"missing or wrong {FAULT_TOKEN_HEADER} header: send the token the proxy was "
                               "started with (its CHAOS_FAULT_TOKEN)"}

@@ -30,10 +30,37 @@ def test_health_and_rule_lifecycle(proxy):
     assert proxy.rules() == [] and chat(proxy.port)[0] == 200
 
 
-def test_a_wrong_method_is_405_with_allow(proxy):
-    for path, allow in (("/__chaos/faults", "GET, POST, DELETE"), ("/__chaos/faults/s1", "GET, DELETE")):
-        status, headers, body = request(proxy.port, "PUT", path, {})
-        assert status == 405 and headers["allow"] == [allow] and "not allowed" in json.loads(body)["error"]
+def test_the_openapi_document_is_what_the_admin_api_answers(proxy):
+    """Served without a token, valid OpenAPI 3.1; each documented operation gets a documented status on the real
+    proxy, a stored rule is valid against StoredRule, and every other method is 405 with the documented ones in
+    Allow (RFC 9110)."""
+    status, _, body = request(proxy.port, "GET", "/__chaos/openapi.json")
+    assert status == 200
+    doc = json.loads(body)
+    pytest.importorskip("openapi_spec_validator").validate(doc)
+    jsonschema = pytest.importorskip("jsonschema")
+    stored = {**doc["components"]["schemas"]["StoredRule"], "components": doc["components"]}
+    rule = {"name": "doc1", "effect": "status", "params": {"status": 503}, "match": {"path": "/v1/*"}, "count": 2}
+    jsonschema.validate(rule, {**doc["components"]["schemas"]["Rule"]})
+    calls = {("post", "/__chaos/faults"): (rule, 201), ("get", "/__chaos/faults/{name}"): (None, 200),
+             ("get", "/__chaos/faults"): (None, 200), ("delete", "/__chaos/faults/{name}"): (None, 204),
+             ("delete", "/__chaos/faults"): (None, 204), ("get", "/__chaos/health"): (None, 200),
+             ("get", "/__chaos/openapi.json"): (None, 200)}
+    documented = {(m, p) for p, item in doc["paths"].items() for m in item}
+    assert documented == set(calls)
+    for (method, path), (body, want) in calls.items():  # in the order above: the rule exists when it is read
+        status, _, got = request(proxy.port, method.upper(), path.replace("{name}", "doc1"), body)
+        assert status == want and str(want) in doc["paths"][path][method]["responses"], (method, path, status)
+        if (method, path) in (("post", "/__chaos/faults"), ("get", "/__chaos/faults/{name}")):
+            jsonschema.Draft202012Validator(stored).validate(json.loads(got))
+    for path, item in doc["paths"].items():
+        allow = ", ".join(m.upper() for m in ("get", "post", "delete") if m in item)
+        for method in {"GET", "POST", "DELETE", "PUT", "PATCH"} - set(allow.split(", ")):
+            if path == "/__chaos/health":
+                continue  # a probe: any method answers
+            status, headers, got = request(proxy.port, method, path.replace("{name}", "doc1"), {})
+            assert status == 405 and headers["allow"] == [allow], (method, path, status, headers)
+            assert "not allowed" in json.loads(got)["error"]
 
 
 @pytest.mark.parametrize("rule,field", [
