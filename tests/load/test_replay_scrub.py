@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from ..secretscan import ArgvWatch, files_leaking
 from .pii_log import NEEDLES, leaks, write_pii_log
 from .scripted_server import ScriptedServer
 
@@ -34,16 +35,18 @@ def test_a_scrubbed_replay_sends_and_stores_no_secret_and_counts_each_kind(tmp_p
     log = tmp_path / "pii.jsonl"
     n = write_pii_log(log)
     out = tmp_path / "out"
-    with RecordingServer() as srv:
+    with RecordingServer() as srv, ArgvWatch(*NEEDLES) as argv:
         p = _replay(srv.url, log, out, "--scrub")
         received = list(srv.bodies)
     assert p.returncode == 0, p.stdout + p.stderr
     assert len(received) == n
+    assert argv.looked > 3 and argv.leaks == []  # no process was handed a value on its command line
     for b in received:  # scrubbed before it was sent: the placeholders went instead
         assert not [x for x in NEEDLES if x.encode() in b]
         for kind in ("[email]", "[phone]", "[id_card]", "[card]", "[ipv4]", "[api_key]"):
             assert kind.encode() in b
     assert leaks(out) == []  # nor stored: every file of the output, records and Locust's files included
+    assert files_leaking(out, *NEEDLES) == []  # nor base64'd, URL-encoded, JSON-escaped or hex
     assert not [x for x in NEEDLES if x in p.stdout + p.stderr]
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["scrub"] == {**EXPECTED, "total": sum(EXPECTED.values())}
