@@ -76,9 +76,10 @@ def _add_shapes(fig: go.Figure, shapes: list[dict]) -> None:
 
 
 def _window_shapes(fig: go.Figure, windows: list[Window]) -> list[dict]:
+    refs = _subplot_refs(fig)
     return [{"type": "rect", "xref": x, "yref": f"{y} domain", "x0": w.x0, "x1": w.x1, "y0": 0, "y1": 1,
              "fillcolor": FAULT_FILL, "line": {"width": 0}, "layer": "below"}
-            for w in windows for x, y in _subplot_refs(fig)]
+            for w in windows for x, y in refs]
 
 
 def _shade(fig: go.Figure, windows: list[Window], label_yref: str | None = "y domain") -> None:

@@ -48,16 +48,11 @@ def recover(run_dir: str, log=print) -> list[str]:
                 done += delete_journaled_proxies(e)
     # 3. Every process the journal names, by process group, if its start time still matches; all groups at once,
     #    so N of them that drain slowly cost one grace period, not N.
-    groups = list(journaled_processes(events).items())
-
-    def stop(item) -> bool:
-        (pid, ctime), info = item
-        return stop_our_group(info.get("pgid") or pid, ctime, run_id)  # each led its own session: pid = pgid
-
+    # Each was started in its own session: its pid leads the group.
+    groups = [(pid, ctime, info.get("pgid") or pid, info) for (pid, ctime), info in journaled_processes(events).items()]
     with ThreadPoolExecutor(max(1, len(groups)), thread_name_prefix="recover") as pool:
-        stopped = list(pool.map(stop, groups))
-    for ((pid, ctime), info), was_alive in zip(groups, stopped):
-        pgid = info.get("pgid") or pid
+        stopped = list(pool.map(lambda g: stop_our_group(g[2], g[1], run_id), groups))
+    for (pid, ctime, pgid, info), was_alive in zip(groups, stopped):
         if was_alive:
             done.append(f"stopped {info['what']} (process group {pgid})")
         elif _alive(pid) and not same_process(pid, ctime):

@@ -108,12 +108,8 @@ class Target:
     def down(self, grace: float = 10.0) -> None:
         """Every instance at once, each with the whole grace: N of them drain together, which costs one shutdown
         rather than N in a row. (The run stops its load first, so no front needs to stop taking requests first.)"""
-        insts = list(reversed(self.all_instances()))
-        if len(insts) < 2:
-            for inst in insts:
-                self.stop_instance(inst, grace)
-            return
-        with ThreadPoolExecutor(len(insts), thread_name_prefix="stop") as pool:
+        insts = self.all_instances()
+        with ThreadPoolExecutor(max(1, len(insts)), thread_name_prefix="stop") as pool:
             for done in [pool.submit(self.stop_instance, inst, grace) for inst in insts]:
                 done.result()  # each was waited for; the first error, if any, goes on up
 

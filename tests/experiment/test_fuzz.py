@@ -28,7 +28,7 @@ from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment
 from chaos.experiment.schema import FAULTS
 
-from .test_generated import dry_run, run_builds
+from .test_generated import dry_run, run_builds, walk
 
 LONG = "CHAOS_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("CHAOS_FUZZ_EXAMPLES", "1000"))
@@ -113,21 +113,11 @@ def base(draw) -> dict:
             "verify": {"recovery_time": {"max": "10s", "window": "2s"}}}
 
 
-def paths(node, at=()):
-    yield at
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from paths(v, at + (k,))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from paths(v, at + (i,))
-
-
 @st.composite
 def documents(draw) -> dict:
     doc = base(draw)
     for _ in range(draw(st.integers(0, 3))):
-        where = draw(st.sampled_from([p for p in paths(doc) if p]))
+        where = draw(st.sampled_from([p for p, _ in walk(doc) if p]))
         parent = doc
         for p in where[:-1]:
             parent = parent[p]

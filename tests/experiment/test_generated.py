@@ -58,17 +58,20 @@ HOSTILE_ALWAYS = [float("nan"), float("-inf"), 1e300, 10**30, "99999999999h"]
 HOSTILE_SOMETIMES = [0, -1, 3.5, True, "150%", "80-30"]
 
 
-def numeric_leaves(d, path=()):
+def walk(node, path=()):
+    """(path, value) of every node of a document, the root first; a path is its keys and indices."""
+    yield path, node
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        yield from walk(v, path + (k,))
+
+
+def numeric_leaves(d):
     """Paths of every leaf that is a number or text that reads as one (durations, %, ranges, ramps)."""
-    if isinstance(d, dict):
-        for k, v in d.items():
-            yield from numeric_leaves(v, path + (k,))
-    elif isinstance(d, list):
-        for i, v in enumerate(d):
-            yield from numeric_leaves(v, path + (i,))
-    elif (isinstance(d, (int, float)) and not isinstance(d, bool)) or (
-            isinstance(d, str) and re.fullmatch(r"[\d.]+\s*(ms|s|m|h|%)?|\d+-\d+|\d+:\d+", d)):
-        yield path
+    for path, v in walk(d):
+        if (isinstance(v, (int, float)) and not isinstance(v, bool)) or (
+                isinstance(v, str) and re.fullmatch(r"[\d.]+\s*(ms|s|m|h|%)?|\d+-\d+|\d+:\d+", v)):
+            yield path
 
 
 def put(doc, path, value):

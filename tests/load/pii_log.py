@@ -1,7 +1,8 @@
 """A replay log full of secrets and personal data, and the check that none of it reached any file."""
 
 import json
-import os
+
+from tests.secretscan import files_leaking
 
 # every value a scrubbed replay must keep out of every file; each is one the Scrubber is documented to catch
 SECRETS = {
@@ -38,15 +39,6 @@ def write_pii_log(path, n=12, span_s=1.5, t0=1_700_000_000.0) -> int:
 
 
 def leaks(folder) -> list[str]:
-    """'file: value' for every secret value found in any file under folder (bytes, every file, binary too)."""
-    found = []
-    needles = [n.encode() for n in NEEDLES]
-    for root, _, files in os.walk(folder):
-        for name in files:
-            p = os.path.join(root, name)
-            try:
-                data = open(p, "rb").read()
-            except OSError:
-                continue
-            found += [f"{os.path.relpath(p, folder)}: {n.decode()}" for n in needles if n in data]
-    return found
+    """Every secret value found in any file under folder (bytes, every file, binary too), as written or in any
+    common encoding (tests/secretscan.py)."""
+    return files_leaking(folder, *NEEDLES)

@@ -18,11 +18,10 @@ def is_admin(path: str) -> bool:
 
 
 def allowed(path: str) -> str:
-    """The methods a path takes, for a 405's Allow header."""
+    """The methods a path takes, for a 405's Allow header: the ones its OpenAPI document lists."""
     parts = path.rstrip("/").split("/")
-    if parts[-1] in ("health", "openapi.json"):
-        return "GET"
-    return "GET, POST, DELETE" if len(parts) == 3 else "GET, DELETE"
+    route = "/".join(parts[:3] + ["{name}"] * (len(parts) > 3))
+    return ", ".join(m.upper() for m in admin_spec()["paths"].get(route, {}))
 
 
 def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tuple[int, object]:
@@ -31,7 +30,7 @@ def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tup
         return 200, {"status": "ok"}  # open even with a token: it tells nothing, and probes carry no secrets
     if path == "/__chaos/openapi.json":  # open too: the document holds no state
         if method != "GET":
-            return 405, {"error": f"{method} not allowed on /__chaos/openapi.json (GET)"}
+            return 405, {"error": f"{method} not allowed on /__chaos/openapi.json ({allowed(path)})"}
         return 200, admin_spec()
     if proxy.token is not None and not hmac.compare_digest((token or "").encode(), proxy.token.encode()):
         return 401, {"error": f"missing or wrong {FAULT_TOKEN_HEADER} header: send the token the proxy was "
@@ -57,7 +56,7 @@ def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tup
         if method == "DELETE":
             proxy.clear_rules()
             return 204, None
-        return 405, {"error": f"{method} not allowed on /__chaos/faults (GET, POST, DELETE)"}
+        return 405, {"error": f"{method} not allowed on /__chaos/faults ({allowed(path)})"}
     name = parts[3]
     if method == "GET":
         rule = proxy.get_rule(name)
@@ -68,4 +67,4 @@ def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tup
         except KeyError:
             return 404, {"error": f"no rule named {name!r}"}
         return 204, None
-    return 405, {"error": f"{method} not allowed on /__chaos/faults/NAME (GET, DELETE)"}
+    return 405, {"error": f"{method} not allowed on /__chaos/faults/NAME ({allowed(path)})"}

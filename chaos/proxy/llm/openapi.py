@@ -8,6 +8,7 @@ from functools import lru_cache
 from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER
 
 from .effects import EFFECTS
+from .rules import _NAME
 
 
 def _json(schema: dict, description: str) -> dict:
@@ -21,7 +22,7 @@ def admin_spec() -> dict:
     secured = {"security": [{"faultToken": []}]}
     unauthorized = {"401": _json(error, f"missing or wrong {FAULT_TOKEN_HEADER} (when the proxy has a token)")}
     name = {"name": "name", "in": "path", "required": True,
-            "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}}
+            "schema": {"type": "string", "pattern": _NAME.pattern}}
     paths = {
         "/__chaos/health": {"get": {"summary": "Is the proxy up (open without a token)", "responses": {
             "200": _json({"type": "object", "properties": {"status": {"const": "ok"}}}, "up")}}},

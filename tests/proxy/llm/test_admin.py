@@ -7,6 +7,7 @@ import json
 import pytest
 
 from chaos.common import FAULT_TOKEN_HEADER
+from chaos.proxy.llm.rules import Rule
 
 from .conftest import chat, request
 
@@ -42,6 +43,7 @@ def test_the_openapi_document_is_what_the_admin_api_answers(proxy):
     stored = {**doc["components"]["schemas"]["StoredRule"], "components": doc["components"]}
     rule = {"name": "doc1", "effect": "status", "params": {"status": 503}, "match": {"path": "/v1/*"}, "count": 2}
     jsonschema.validate(rule, {**doc["components"]["schemas"]["Rule"]})
+    assert set(doc["components"]["schemas"]["Rule"]["properties"]) == Rule.KEYS  # every field the proxy takes
     calls = {("post", "/__chaos/faults"): (rule, 201), ("get", "/__chaos/faults/{name}"): (None, 200),
              ("get", "/__chaos/faults"): (None, 200), ("delete", "/__chaos/faults/{name}"): (None, 204),
              ("delete", "/__chaos/faults"): (None, 204), ("get", "/__chaos/health"): (None, 200),
