@@ -13,7 +13,7 @@ from . import __version__
 # Which module registers each command. `chaos reference serve` (every replica start) imports only its own.
 COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
-            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.hostile",
+            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.cli",
             "proxy": "chaos.proxy.cli", "replay": "chaos.load.replaycli", "report": "chaos.report.cli", "gate": "chaos.gate.cli",
             "gameday": "chaos.gameday.cli",
             "sweep": "chaos.plan.cli", "capacity": "chaos.plan.cli", "compare": "chaos.plan.cli"}
@@ -35,6 +35,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                "  chaos reference demo                         # start one, stream a few requests, stop it\n"
                "  chaos load http://127.0.0.1:8000 --workload rag --users 50 --duration 60s\n"
                "  chaos selftest hostile                       # hostile input: every count must stay 0\n"
+               "  chaos selftest interrupts                    # runs interrupted at random: nothing left behind\n"
                "  chaos proxy serve --port 8474                # a Toxiproxy-compatible fault proxy\n"
                "  chaos report reports/kill-instance-20261204T120000Z   # re-render a run's reports\n"
                "  chaos report --compare RUN_A RUN_B           # B against A, figure by figure, with the noise\n"

@@ -15,6 +15,8 @@ import sys
 import time
 from urllib.parse import urlparse
 
+from ..run.procs import RUN_ID_ENV
+
 EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EPILOG = """examples:
@@ -89,12 +91,15 @@ def cmd_replay(a) -> int:
 
     out = a.out or os.path.join("runs", time.strftime("replay-%Y%m%dT%H%M%SZ", time.gmtime()))
     previous = signal.signal(signal.SIGTERM, _on_term)
-    target = None
+    target = journal = None
+    old_mark = os.environ.get(RUN_ID_ENV)
     try:
         try:
             opts, window, unreadable = _prepare(a)
             os.makedirs(out, exist_ok=True)
-            target, urls, model, key_env, ignore_eos = _target(a, out)
+            if urlparse(a.target).scheme not in ("http", "https"):  # it starts a target: journaled, so `chaos recover OUT` can stop it
+                journal = _journal(out)
+            target, urls, model, key_env, ignore_eos = _target(a, out, journal)
             cfg = _config(a, opts, window, urls, model, key_env, ignore_eos, out)
         except (ValueError, OSError, LoadError, _Stop) as e:
             print(f"error: {e}", file=sys.stderr)
@@ -108,6 +113,8 @@ def cmd_replay(a) -> int:
         except (LoadError, ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
+        if journal is not None:
+            journal.write("load_stopped", interrupted=result.interrupted)
         from .replaysummary import build_summary, format_summary
 
         summary = build_summary(result, a.logfile, a.target, window, unreadable)
@@ -128,12 +135,53 @@ def cmd_replay(a) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        summary = os.path.join(out, "replay-summary.json")
+        if os.path.isdir(out) and not os.path.exists(summary):  # before the load began, or SIGTERM during it
+            with open(summary, "w") as f:
+                json.dump({"log": a.logfile, "target": a.target, "interrupted": True,
+                           "records": _lines(os.path.join(out, "requests.jsonl")),
+                           "note": "interrupted before the replay could account for its requests"}, f, indent=2)
         return EXIT_INTERRUPTED
     finally:
         if target is not None:
             print(f"stopping the target {target.spec.name} ...", flush=True)
             target.down(grace=5)
+            journal.write("target_stopped")
+        if journal is not None:
+            journal.close()
+            _restore(old_mark)
         signal.signal(signal.SIGTERM, previous)
+
+
+def _lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def _journal(out: str):
+    """The replay's journal, and its mark (CHAOS_RUN_ID: this folder) on every process it starts from now on,
+    as `chaos run` does: Locust's and the target's, found by `chaos recover` even outside their groups."""
+    import psutil
+
+    from ..run.journal import Journal
+    from ..run.procs import run_id_for
+
+    journal = Journal(os.path.join(out, "journal.jsonl"))
+    me = psutil.Process()
+    journal.write("run_started", command="replay", pid=me.pid, create_time=me.create_time(),
+                  run_dir=os.path.abspath(out), run_id=run_id_for(out))
+    os.environ[RUN_ID_ENV] = run_id_for(out)
+    return journal
+
+
+def _restore(old_mark: str | None) -> None:
+    if old_mark is None:
+        os.environ.pop(RUN_ID_ENV, None)
+    else:
+        os.environ[RUN_ID_ENV] = old_mark
 
 
 def _prepare(a):
@@ -155,12 +203,13 @@ def _prepare(a):
     opts = replay_options(a.scrub, a.filter)
     if not a.fast:
         return opts, None, None  # the Replayer accounts for every line itself
-    readable, unreadable = 0, {"count": 0, "lines": []}
+    readable, unreadable, first_error = 0, {"count": 0, "lines": []}, None
     for lineno, e, error in log_entries(a.logfile, opts):
         if error == FILTERED:
             continue
         if error:
             unreadable["count"] += 1
+            first_error = first_error or error
             if len(unreadable["lines"]) < 20:
                 unreadable["lines"].append(lineno)
             continue
@@ -168,11 +217,13 @@ def _prepare(a):
         if a.max_requests and readable >= a.max_requests:
             break
     if not readable:
-        raise ValueError(f"{a.logfile}: no request in it can be sent")
+        lines = ", ".join(map(str, unreadable["lines"])) + (" ..." if unreadable["count"] > 20 else "")
+        raise ValueError(f"{a.logfile}: no request in it can be sent" + (
+            f" (unreadable lines {lines}; the first: {first_error})" if first_error else ""))
     return opts, readable, unreadable
 
 
-def _target(a, out):
+def _target(a, out, journal=None):
     """(started target or None, urls, model, api key variable, ignore_eos)."""
     u = urlparse(a.target)
     if u.scheme in ("http", "https"):
@@ -191,7 +242,10 @@ def _target(a, out):
         spec, _ = load_target(a.target, _vars(a.var))
     except ExperimentError as e:
         raise _Stop(f"{a.target}: {e}") from None
+    from ..run.journal import journal_spawn
+
     target = make_target(spec, out)
+    target.on_spawn = lambda inst: journal_spawn(journal, inst)
     print(f"starting the target {spec.name} ({spec.kind}) ...", flush=True)
     try:
         target.up()
@@ -201,6 +255,8 @@ def _target(a, out):
     except BaseException:
         target.down(grace=1)
         raise
+    finally:  # what exists, even if up failed half way
+        journal.write("target_started", instances=[i.journal() for i in target.all_instances()])
     return target, target.urls, a.model or target.model, target.api_key_env, spec.ignore_eos
 
 

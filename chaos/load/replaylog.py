@@ -17,6 +17,8 @@ def _parse_line(path: str, lineno: int, line: bytes | str) -> dict:
         e = json.loads(line)
     except ValueError as err:
         raise ValueError(f"{path}:{lineno}: not JSON ({err})") from None
+    except RecursionError:  # "[[[[..." deeper than json can go
+        raise ValueError(f"{path}:{lineno}: not JSON (nested too deeply)") from None
     if not isinstance(e, dict) or ("messages" not in e and "prompt" not in e):
         raise ValueError(f"{path}:{lineno}: each line needs 'messages' or 'prompt'")
     return e
@@ -31,14 +33,18 @@ def log_entries(path: str, options=None):
     if (options is not None and options.active) or _needs_reader(path):
         yield from _reader_entries(path, options)
         return
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, _parse_line(path, lineno, line), None
-            except ValueError as err:
-                yield lineno, None, str(err)
+    from ..replay import Problem, blank_line, read_lines
+
+    for lineno, line in read_lines(path):  # gunzipped, line length bounded, a corrupt .gz a last Problem
+        if isinstance(line, Problem):
+            yield lineno, None, f"{path}:{lineno}: {line.why}"
+            continue
+        if blank_line(line):
+            continue
+        try:
+            yield lineno, _parse_line(path, lineno, line), None
+        except ValueError as err:
+            yield lineno, None, str(err)
 
 
 def _needs_reader(path: str) -> bool:
@@ -50,14 +56,17 @@ def _needs_reader(path: str) -> bool:
         return False  # the JSONL path says what is wrong with the file, line by line
     if fmt not in ("jsonl", "openai"):
         return True
-    with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    return False
-                return isinstance(e, dict) and isinstance(e.get("request"), dict)
+    from ..replay import Problem, blank_line, read_lines
+
+    for _, line in read_lines(path):
+        if isinstance(line, Problem):
+            continue
+        if not blank_line(line):
+            try:
+                e = json.loads(line)
+            except (ValueError, RecursionError):
+                return False
+            return isinstance(e, dict) and isinstance(e.get("request"), dict)
     return False
 
 
@@ -136,18 +145,21 @@ def scan_replay(path: str, check: int = PRESCAN_LINES, options=None) -> ReplaySc
                              f"{first_error})")
         return ReplayScan(n, checked, timed, filtered)
     first_error = None
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            n += 1
-            if checked < check:
-                checked += 1
-                try:
-                    timed = timed and _timestamp(_parse_line(path, lineno, line)) is not None
-                    readable += 1
-                except ValueError as err:  # a broken line is counted and skipped when sending, never fatal
-                    first_error = first_error or str(err)
+    from ..replay import Problem, blank_line, read_lines
+
+    for lineno, line in read_lines(path):
+        if not isinstance(line, Problem) and blank_line(line):
+            continue
+        n += 1
+        if checked < check:
+            checked += 1
+            try:
+                if isinstance(line, Problem):  # too long, or where a corrupt .gz stops
+                    raise ValueError(f"{path}:{lineno}: {line.why}")
+                timed = timed and _timestamp(_parse_line(path, lineno, line)) is not None
+                readable += 1
+            except ValueError as err:  # a broken line is counted and skipped when sending, never fatal
+                first_error = first_error or str(err)
     if not n:
         raise ValueError(f"{path}: no requests in the replay file")
     if not readable:

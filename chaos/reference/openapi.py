@@ -113,8 +113,13 @@ def _requests(max_model_len: int | None) -> dict:
          "properties": {"role": {"enum": [r for r in CHAT_ROLES if r != "assistant"]}, "content": {"oneOf": content}}},
         {"type": "object", "required": ["role"], "description": "an assistant's content may be null or absent",
          "properties": {"role": {"const": "assistant"}, "content": {"oneOf": [*content, {"type": "null"}]}}}]}
+    # At least one message says something: a non-empty string, or a part with non-empty text.
+    said = {"type": "object", "required": ["content"], "properties": {"content": {"anyOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "contains": {"type": "object", "required": ["text"],
+                                       "properties": {"text": {"type": "string", "minLength": 1}}}}]}}}
     chat = {**_sampling(max_model_len),
-            "messages": {"type": "array", "items": message, "minItems": 1,
+            "messages": {"type": "array", "items": message, "minItems": 1, "contains": said,
                          "description": "At least one message with content; rendered with ChatML"},
             "max_completion_tokens": _sampling(max_model_len)["max_tokens"],
             "logprobs": _nullable({"type": "boolean", "const": False, "description": "not implemented"}),
@@ -144,6 +149,8 @@ def _schemas(max_model_len: int | None) -> dict:
               "(or this body) was built. In the chunk carrying finish_reason, and in a non-streamed body.",
               "properties": {"arrival": {"type": "number"}, "first_token": {"type": ["number", "null"]},
                              "end": {"type": "number"}}}
+    head = ["id", "object", "created", "model", "choices"]
+    index = {"type": "integer"}
     return {
         **_requests(max_model_len),
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
@@ -152,24 +159,48 @@ def _schemas(max_model_len: int | None) -> dict:
                            "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
         "Usage": usage,
         "ChaosTiming": timing,
-        "Completion": {"type": "object", "properties": {
+        "Completion": {"type": "object", "required": [*head, "usage"], "properties": {
             **common, "object": {"const": "text_completion"}, "usage": _ref("Usage"),
             "chaos_timing": _ref("ChaosTiming"),
             "choices": {"type": "array", "items": {"type": "object", "properties": {
                 "index": {"type": "integer"}, "text": {"type": "string"}, "logprobs": {"type": "null"},
                 "finish_reason": finish}}}}},
-        "ChatCompletion": {"type": "object", "properties": {
+        "ChatCompletion": {"type": "object", "required": [*head, "usage"], "properties": {
             **common, "object": {"const": "chat.completion"}, "usage": _ref("Usage"),
             "chaos_timing": _ref("ChaosTiming"),
             "choices": {"type": "array", "items": {"type": "object", "properties": {
                 "index": {"type": "integer"}, "logprobs": {"type": "null"}, "finish_reason": finish,
                 "message": {"type": "object", "properties": {"role": {"const": "assistant"},
                                                              "content": {"type": "string"}}}}}}}},
+        "CompletionChunk": {"type": "object", "required": head, "description": "One event of a streamed "
+                            "completion; with empty choices, the usage event", "properties": {
+            **common, "object": {"const": "text_completion"}, "usage": _ref("Usage"),
+            "chaos_timing": _ref("ChaosTiming"),
+            "choices": {"type": "array", "items": {"type": "object", "required": ["index", "text"], "properties": {
+                "index": index, "text": {"type": "string"}, "logprobs": {"type": "null"},
+                "finish_reason": finish}}}}},
+        "ChatCompletionChunk": {"type": "object", "required": head, "description": "One event of a streamed chat "
+                                "completion; with empty choices, the usage event", "properties": {
+            **common, "object": {"const": "chat.completion.chunk"}, "usage": _ref("Usage"),
+            "chaos_timing": _ref("ChaosTiming"),
+            "choices": {"type": "array", "items": {"type": "object", "required": ["index", "delta"], "properties": {
+                "index": index, "logprobs": {"type": "null"}, "finish_reason": finish,
+                "delta": {"type": "object", "properties": {"role": {"const": "assistant"},
+                                                           "content": {"type": "string"}}}}}}}},
         "ModelList": {"type": "object", "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": {
             "type": "object", "properties": {"id": {"type": "string"}, "object": {"const": "model"},
                                              "created": {"type": "integer"}, "owned_by": {"type": "string"},
                                              "max_model_len": {"type": "integer"}}}}}},
     }
+
+
+def _event(chunk: str) -> dict:
+    """One server-sent event of a stream (OpenAPI 3.1 has a text/event-stream's schema describe each event, as
+    {data, event, id, retry}; 3.2 names it itemSchema): a chunk, an error, or the closing [DONE]."""
+    return {"type": "object", "required": ["data"], "properties": {"data": {"anyOf": [
+        {"const": "[DONE]"},
+        {"type": "string", "contentMediaType": "application/json",
+         "contentSchema": {"anyOf": [_ref(chunk), _ref("Error")]}}]}}}
 
 
 def _generation(summary: str, request: str, response: str, statuses: tuple[int, ...]) -> dict:
@@ -183,7 +214,7 @@ def _generation(summary: str, request: str, response: str, statuses: tuple[int, 
                               "headers": {"x-served-by": {"schema": {"type": "string"}},
                                           "x-request-id": {"schema": {"type": "string"}}},
                               "content": {"application/json": {"schema": _ref(response)},
-                                          "text/event-stream": {"schema": {"type": "string"}}}},
+                                          "text/event-stream": {"schema": _event(response + "Chunk")}}},
                       **_error_responses(*statuses)}}}
 
 
@@ -258,18 +289,25 @@ def server_spec(*, model_name: str = "chaos-reference", max_model_len: int | Non
     desc = (f"chaos reference server serving `{model_name}`"
             + (f", context {max_model_len} tokens" if max_model_len else "")
             + f"; request bodies up to {max_body_mb} MB. Every error is {{\"error\": {{message, type, param, code}}}}.")
-    doc = _document("llm-chaos reference server", desc, paths, max_model_len, fault_hooks)
-    # The served name, declared: a fuzzer that draws names from the schema gets past the model check to the engine
-    # (any other name is the declared 404 model_not_found).
-    for kind in ("CompletionRequest", "ChatCompletionRequest"):
+    return _declare_models(_document("llm-chaos reference server", desc, paths, max_model_len, fault_hooks),
+                           [model_name])
+
+
+def _declare_models(doc: dict, names: list[str] | None) -> dict:
+    """The served names, declared: a fuzzer that draws names from the schema gets past the model check to the
+    engine (any other name is the declared 404 model_not_found)."""
+    for kind in ("CompletionRequest", "ChatCompletionRequest") if names else ():
         props = doc["components"]["schemas"][kind]["properties"]
-        props["model"] = {**props["model"], "enum": [model_name]}
+        props["model"] = {**props["model"], "enum": list(names)}
     return doc
 
 
-def gateway_spec(*, max_body_mb: int = 32, max_model_len: int | None = None, extra_paths: dict | None = None) -> dict:
+def gateway_spec(*, max_body_mb: int = 32, max_model_len: int | None = None, extra_paths: dict | None = None,
+                 model_names: list[str] | None = None) -> dict:
     """The gateway's document: the replicas' generation API (validated by them, passed through) plus its own
-    routes. extra_paths adds or replaces path items the gateway registers beyond these."""
+    routes. extra_paths adds or replaces path items the gateway registers beyond these; model_names and
+    max_model_len, when the gateway learned them from its upstreams, are declared as the server declares its
+    own."""
     paths = _paths((400, 404, 408, 413, 429, 500, 503), gateway=True)
     paths["/gateway/state"] = {"get": {"summary": "Upstream state, breaker, cache and queue as JSON", "responses": {
         "200": {"description": "state", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
@@ -277,4 +315,4 @@ def gateway_spec(*, max_body_mb: int = 32, max_model_len: int | None = None, ext
     desc = (f"chaos reference gateway: retries, timeouts, ejection and fallback in front of reference replicas; "
             f"request bodies up to {max_body_mb} MB. x-served-by names the path (replica id, backup or cache). "
             f"Every error is {{\"error\": {{message, type, param, code}}}}.")
-    return _document("llm-chaos reference gateway", desc, paths, max_model_len, False)
+    return _declare_models(_document("llm-chaos reference gateway", desc, paths, max_model_len, False), model_names)

@@ -125,12 +125,23 @@ def _finite(v: int | float) -> bool:
     return isinstance(v, int) or math.isfinite(v)
 
 
+def _whole(v) -> int | None:
+    """v as an int when it is one: an int, or a float with no fraction (JSON has one number type, so 5.0 is the
+    integer 5 to JSON Schema, and to vLLM's pydantic); None for anything else, bools included."""
+    if type(v) is int:
+        return v
+    if type(v) is float and v.is_integer():  # False for inf and nan
+        return int(v)
+    return None
+
+
 def _integer(body: dict, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
     v = body.get(name)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int):
+    if (whole := _whole(v)) is None:
         raise invalid(name, f"{name} must be an integer, got {_show(v)}", "invalid_type")
+    v = whole
     if minimum is not None and v < minimum:
         raise invalid(name, f"{name} must be at least {minimum}, got {_show(v)}", "integer_below_min_value")
     if maximum is not None and v > maximum:
@@ -272,8 +283,12 @@ def _prompt_ids(body: dict, kind: str, tok: ByteTokenizer, max_model_len: int) -
         if n >= max_model_len:
             raise _too_long("prompt", n, max_model_len)
         return tok.encode(prompt), "prompt"
-    if isinstance(prompt, list) and len(prompt) >= max_model_len and type(prompt[0]) is int:  # before walking them
+    # Ids over the context are refused from their count, before they are walked.
+    if isinstance(prompt, list) and len(prompt) >= max_model_len and _whole(prompt[0]) is not None:
         raise _too_long("prompt", len(prompt), max_model_len)
+    if isinstance(prompt, list) and prompt and not all(type(t) is int for t in prompt):
+        whole = [_whole(t) for t in prompt]  # token ids written as 5.0 are ids too
+        prompt = whole if None not in whole else prompt
     if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
         if not all(0 <= t < tok.vocab_size for t in prompt):
             raise invalid("prompt", f"token ids must be in [0, {tok.vocab_size})")

@@ -6,6 +6,13 @@ keep-alive timer only starts after a first request). So each connection's protoc
 holds two deadlines: the headers of a request must arrive within header_timeout of its first byte (or of the
 connection opening), and its body within body_timeout of its handler starting. Past either, the client gets a 408
 in OpenAI's error shape and the connection is closed; its handler, if any, is cancelled.
+
+aiohttp answers what its HTTP parser rejects (a request line or header over 8190 bytes, over 128 headers, bad
+chunked framing, Content-Length with Transfer-Encoding, ...) itself, before any middleware runs, in text/plain;
+and so an exception that escapes a handler. It has no public hook for that answer: the one place is
+RequestHandler.handle_error, which _JsonErrorHandler overrides to give the same status in OpenAI's JSON shape.
+Should a later aiohttp stop calling it, aiohttp's own text/plain answer comes back (nothing else changes);
+tests/reference/test_protocol_abuse.py fails loudly if that happens.
 """
 
 from __future__ import annotations
@@ -19,9 +26,9 @@ import socket
 import struct
 import sys
 
-from aiohttp import web
+from aiohttp import http_exceptions, web
 
-from ..common import openai_error
+from ..common import error_type_for, openai_error
 
 
 class ListenError(RuntimeError):
@@ -33,6 +40,53 @@ def _timeout_response(what: str, seconds: float, flag: str) -> bytes:
                                    f"is closed.", "invalid_request_error", "request_timeout")).encode()
     return (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _json_error(resp: web.StreamResponse, exc: BaseException | None) -> web.StreamResponse:
+    """aiohttp's own error answer (resp) as the same status in OpenAI's JSON shape; the connection still closes."""
+    status = resp.status
+    if status >= 500:  # the exception is in aiohttp's log; no detail (a traceback in debug mode) goes out
+        message, code = "internal error: the server failed on this request", "internal_error"
+        if status == 504:
+            message, code = "the request handler timed out", "timeout"
+    else:
+        # aiohttp's words, first line only (the rest draws a caret under the bytes it quoted)
+        detail = ((getattr(resp, "text", None) or "").strip().splitlines() or ["malformed request"])[0]
+        detail = detail.strip().rstrip(":.")[:300]
+        if isinstance(exc, http_exceptions.LineTooLong):
+            message, code = f"The request line or a header field is too long: {detail}", "request_head_too_large"
+        else:
+            message, code = f"The request is not valid HTTP/1.1: {detail}", "invalid_http_request"
+        message += ". The connection is closed."
+    out = web.json_response(openai_error(message, error_type_for(status), code), status=status)
+    out.force_close()
+    return out
+
+
+class _JsonErrorHandler(web.RequestHandler):
+    """aiohttp's RequestHandler, its own error answers in OpenAI's JSON shape (see the module's docstring)."""
+
+    __slots__ = ()
+
+    def handle_error(self, request, *args, **kwargs):
+        # aiohttp's own first: it logs, and refuses (ConnectionError) when a response has begun already.
+        resp = super().handle_error(request, *args, **kwargs)
+        exc = next((a for a in (*args, *kwargs.values()) if isinstance(a, BaseException)), None)
+        try:
+            return _json_error(resp, exc)
+        except Exception:  # never worse than aiohttp's own answer
+            return resp
+
+
+def _json_errors(handler):
+    """The handler aiohttp's Server made, now a _JsonErrorHandler: same object, same slots, one method more. Left
+    as it is when aiohttp makes something other than a plain RequestHandler (nothing to narrow it to)."""
+    if type(handler) is web.RequestHandler:
+        try:
+            handler.__class__ = _JsonErrorHandler
+        except TypeError:  # a layout that no longer allows it: aiohttp's text/plain answers, nothing else lost
+            pass
+    return handler
 
 
 class _Guard(asyncio.Protocol):
@@ -166,7 +220,7 @@ class _GuardedSite(web.BaseSite):
         server = self._runner.server
 
         def factory():
-            return _Guard(server(), self._limits, self._guards)
+            return _Guard(_json_errors(server()), self._limits, self._guards)
 
         self._server = await asyncio.get_running_loop().create_server(
             factory, self._host, self._port, family=socket.AF_UNSPEC, reuse_address=True, backlog=1024)

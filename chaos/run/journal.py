@@ -33,6 +33,16 @@ class Journal:
                 self._f.close()
 
 
+def journal_spawn(journal: Journal, inst, **fields) -> None:
+    """A target's process (or container), journaled the moment it exists, before any health wait, with its
+    process group: what `chaos recover` stops if the command is killed."""
+    try:
+        pgid = os.getpgid(inst.pid) if inst.pid else None
+    except OSError:
+        pgid = None
+    journal.write("process_started", instance={**inst.journal(), "pgid": pgid}, **fields)
+
+
 def read_journal(path: str) -> list[dict]:
     out = []
     with open(path) as f:

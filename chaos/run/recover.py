@@ -8,6 +8,7 @@ is stopped too: that finds what left its group (a `setsid` double-fork) or was s
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,7 +64,7 @@ def recover(run_dir: str, log=print) -> list[str]:
         names = ", ".join(f"{p.pid} ({_name(p)})" for p in left)
         stop_processes(left)
         done.append(f"stopped {len(left)} process(es) carrying the run's mark outside the journaled groups: {names}")
-    containers = {(inst["container"], inst.get("engine")) for inst in _instances(events) if inst.get("container")}
+    containers = {(i["container"], i.get("engine")) for i in journaled_instances(events) if i.get("container")}
     if containers:
         from ..targets.docker import remove_container
         for c, engine in containers:
@@ -72,13 +73,75 @@ def recover(run_dir: str, log=print) -> list[str]:
     j = Journal(path)
     j.write("recovered", actions=done)
     j.close()
+    if (started or {}).get("command") == "replay":
+        if not os.path.exists(os.path.join(run_dir, "replay-summary.json")):
+            _write_killed_replay(run_dir, done)
+    elif not os.path.exists(os.path.join(run_dir, "report.json")):
+        write_killed_report(run_dir, read_journal(path), done)
     return done
+
+
+def _write_killed_replay(run_dir: str, actions: list[str]) -> None:
+    """`chaos replay` killed: its summary says so, with what records it left (each names its source line)."""
+    with open(os.path.join(run_dir, "replay-summary.json"), "w") as f:
+        json.dump({"interrupted": True, "killed": True, "records": _lines(os.path.join(run_dir, "requests.jsonl")),
+                   "note": "killed before it could finish; `chaos recover` stopped what it started",
+                   "recover": actions}, f, indent=2)
+
+
+def _lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) -> None:
+    """The report a killed run could not write: interrupted, its faults and timeline from the journal, what recover
+    did in its notes. Nothing is judged: the run never got to its end."""
+    from ..report.writer import write_reports
+    from ..verify.evidence import REPORT_VERSION
+
+    try:
+        with open(os.path.join(run_dir, "experiment.resolved.json")) as f:
+            exp = json.load(f)
+    except (OSError, ValueError):
+        exp = {}
+    target = exp.get("target") if isinstance(exp.get("target"), dict) else {}
+    first = {}
+    for e in events:
+        first.setdefault((e["event"], e.get("fault")), e)
+    faults = [{"name": e["fault"], "type": e.get("type"),
+               "description": first.get(("fault_applied", e["fault"]), {}).get("description") or e.get("type"),
+               "applied": ("fault_applied", e["fault"]) in first,
+               "reverted": True,  # by the run, or just now by recover (its notes say which)
+               "applied_at": first.get(("fault_applied", e["fault"]), {}).get("t"),
+               "reverted_at": first.get(("fault_reverted", e["fault"]), {}).get("t"),
+               "apply_error": first.get(("fault_applied", e["fault"]), {}).get("error"), "revert_error": None}
+              for e in events if e["event"] == "fault_applying"]
+    requests = _lines(os.path.join(run_dir, "requests.jsonl"))
+    t0 = events[0]["t"] if events else None
+    load = first.get(("load_started", None), {})
+    report = {
+        "report_version": REPORT_VERSION,
+        "experiment": {"name": exp.get("name") or os.path.basename(os.path.abspath(run_dir)),
+                       "description": exp.get("description"), "file": exp.get("path")},
+        "verdict": "interrupted", "exit_code": 137,
+        "reason": "killed before it could finish (SIGKILL, the OOM killer or a crash); `chaos recover` rolled back "
+                  "what it left, and nothing was judged",
+        "started": t0, "duration_s": (events[-1]["t"] - t0) if events else None, "load_started": load.get("t"),
+        "target": {"kind": target.get("kind"), "name": target.get("name"), "model": target.get("model")},
+        "checks": [], "steps": [], "faults": faults, "notes": [f"recover: {a}" for a in actions],
+        "inputs": [], "requests": requests, "load": None, "timeline": events,
+    }
+    write_reports(run_dir, report, [])
 
 
 def journaled_processes(events: list[dict]) -> dict[tuple, dict]:
     """(pid, start time) -> what it was, for every process the run journaled (restarts journal new pids)."""
     procs: dict[tuple, dict] = {}
-    for inst in _instances(events):
+    for inst in journaled_instances(events):
         if inst.get("pid"):
             # Merged: a later target_started or fault_reverted names the same process without the pgid that
             # its process_started journaled.
@@ -91,7 +154,8 @@ def journaled_processes(events: list[dict]) -> dict[tuple, dict]:
     return procs
 
 
-def _instances(events: list[dict]):
+def journaled_instances(events: list[dict]):
+    """Every instance the journal names (as spawned, started, or restarted by a fault's revert)."""
     for e in events:
         if e["event"] == "process_started" and isinstance(e.get("instance"), dict):
             yield e["instance"]

@@ -28,7 +28,7 @@ from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
 from ..verify import checks as V
 from ..verify.stats import scipy_stats
-from .journal import Journal
+from .journal import Journal, journal_spawn
 from .procs import RUN_ID_ENV, become_subreaper, create_time, run_id_for
 from .scrape import start_for_run
 from .timing import restart_warnings
@@ -133,6 +133,8 @@ class Runner:
 
     # -- the run --------------------------------------------------------------------------------------
     def execute(self) -> int:
+        # First: a signal from here on stops the run cleanly (before, the process dies having started nothing).
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         os.makedirs(self.run_dir, exist_ok=True)
         with open(os.path.join(self.run_dir, "experiment.resolved.json"), "w") as f:
             json.dump(self.public(self.exp.resolved), f, indent=2, default=str)
@@ -143,7 +145,6 @@ class Runner:
         # Every process the run starts inherits the mark, so recover finds even one that left its group.
         old_mark = os.environ.get(RUN_ID_ENV)
         os.environ[RUN_ID_ENV] = self.run_id
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         become_subreaper()
         # The verdict needs scipy.stats (0.6 s to import): imported while the target starts, which is waiting.
         threading.Thread(target=_warm_imports, name="warm-imports", daemon=True).start()
@@ -185,13 +186,7 @@ class Runner:
         return code
 
     def _journal_spawn(self, inst) -> None:
-        """Journaled the moment the process (or container) exists, before any health wait, and fsynced."""
-        try:
-            pgid = os.getpgid(inst.pid) if inst.pid else None
-        except OSError:
-            pgid = None
-        self.journal.write("process_started", instance={**inst.journal(), "pgid": pgid},
-                           restart=self.load is not None)
+        journal_spawn(self.journal, inst, restart=self.load is not None)
 
     def _target_up(self) -> None:
         self.target = make_target(self.exp.target, self.run_dir)

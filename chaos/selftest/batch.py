@@ -30,26 +30,37 @@ class Destination:
     headers: dict = field(default_factory=dict)
 
 
+@dataclass(slots=True, frozen=True)
+class CaseInfo:
+    """What a judged case's row needs of it: not its request body (a prompt at the context limit, a naughty
+    string), which a run that sends a batch every few seconds (a soak) would otherwise keep for every case."""
+    name: str
+    expect: tuple
+    param: str | None
+    code: str | None
+
+    @classmethod
+    def of(cls, case) -> CaseInfo:
+        return cls(case.name, tuple(case.expect), case.param, getattr(case, "code", None))
+
+
 @dataclass(slots=True)
 class CaseResult:
-    case: HostileCase
+    case: CaseInfo
     destination: str
     status: int | None
-    body: object
+    error: dict  # the answer's error.param and error.code (empty for a 200: its completion is not kept)
     problem: str | None  # None: what a good server answers
     t_start: float
     took_s: float
     attempts: int | None = None  # x-gateway-attempts: how many upstream attempts a gateway made for it
 
     def row(self) -> dict:
-        err = self.body.get("error") if isinstance(self.body, dict) else None
-        err = err if isinstance(err, dict) else {}
         return {"case": self.case.name, "family": family_of(self.case.name), "destination": self.destination,
-                "expected": list(self.case.expect), "param": self.case.param,
-                "code": getattr(self.case, "code", None), "observed": self.status,
-                "observed_param": err.get("param"), "observed_code": err.get("code"),
-                "took_s": round(self.took_s, 4), "attempts": self.attempts, "pass": self.problem is None,
-                "problem": self.problem}
+                "expected": list(self.case.expect), "param": self.case.param, "code": self.case.code,
+                "observed": self.status, "observed_param": self.error.get("param"),
+                "observed_code": self.error.get("code"), "took_s": round(self.took_s, 4),
+                "attempts": self.attempts, "pass": self.problem is None, "problem": self.problem}
 
 
 @dataclass(slots=True)
@@ -142,8 +153,10 @@ def send_batch(cases: list[HostileCase], dest: Destination, model: str, workers:
         t0, m0 = time.time(), time.monotonic()
         status, headers, body = send(case, dest.base_url, timeout=timeout, headers=dest.headers)
         attempts = headers.get("x-gateway-attempts")
-        return CaseResult(case, dest.name, status, body, check(case, status, body), t0, time.monotonic() - m0,
-                          int(attempts) if attempts and attempts.isdigit() else None)
+        err = body.get("error") if isinstance(body, dict) else None
+        err = {k: err.get(k) for k in ("param", "code")} if isinstance(err, dict) else {}
+        return CaseResult(CaseInfo.of(case), dest.name, status, err, check(case, status, body), t0,
+                          time.monotonic() - m0, int(attempts) if attempts and attempts.isdigit() else None)
 
     todo = list(cases)
     running: set = set()

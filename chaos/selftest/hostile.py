@@ -327,33 +327,3 @@ def cmd_selftest(args) -> int:
             json.dump(result, f, indent=2)
     return 0 if result["clean"] else 1
 
-
-def register(sub, formatter) -> None:
-    st = sub.add_parser("selftest", help="check a target against hostile input", formatter_class=formatter,
-                        description="Self-tests of a target's robustness.")
-    ssub = st.add_subparsers(dest="selftest_command", metavar="SUBCOMMAND")
-    st.set_defaults(func=lambda a: (st.print_help(), 2)[1])
-    h = ssub.add_parser(
-        "hostile", formatter_class=formatter, help="send every hostile request, directly and through the gateway",
-        description="Send every hostile request (extreme and NaN sampling values, lone surrogates, bodies too big\n"
-                    "or nested too deep, wrong types, empty input, over the context, unknown routes) to reference\n"
-                    "replicas directly and through the gateway, while watching /health and the gateway's view\n"
-                    "of its replicas. A good service answers each with a clear 4xx (or 200 where the input is\n"
-                    "extreme but valid), never a 5xx, and keeps every count below at 0: 5xx, engine deaths,\n"
-                    "replicas taken out, KV blocks leaked, /health failures, normal requests failing after.",
-        epilog="exit codes: 0 every count is 0, 1 something is not, 2 setup failed\n\n"
-               "examples:\n"
-               "  chaos selftest hostile                         # 2 tiny replicas behind the gateway\n"
-               "  chaos selftest hostile --json hostile.json\n"
-               "  chaos selftest hostile --abnormal              # and ~400 generated abnormal inputs\n"
-               "  chaos selftest hostile --url http://127.0.0.1:8000   # a server you run (loopback only)")
-    h.add_argument("--replicas", type=int, default=2, help="reference replicas behind the gateway")
-    h.add_argument("--preset", default="tiny", help="reference model preset")
-    h.add_argument("--url", help="instead: a running OpenAI-compatible server (cases sent directly)")
-    h.add_argument("--model", help="with --url: the model to name (default: the first of /v1/models)")
-    h.add_argument("--abnormal", action="store_true",
-                   help="also send the generated abnormal inputs (the Big List of Naughty Strings, special "
-                        "characters, repeated content, the context limit, empty input, prompt injection), each "
-                        "judged on status, error.param and error.code (docs/abnormal-inputs.md)")
-    h.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
-    h.set_defaults(func=cmd_selftest)

@@ -20,6 +20,7 @@ import re
 import tempfile
 from collections import Counter
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +36,8 @@ EXAMPLES = int(os.environ.get("CHAOS_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SEEN: Counter = Counter()  # what the draws came to: asserted on at the end, so a generator gone dull fails
+# One worker under xdist, in file order: SEEN is this process's.
+pytestmark = pytest.mark.xdist_group("experiment-fuzz")
 
 NAMES = ["r0", "r1", "b0", "gw", "client", "random", "r9", "nosuch", "0", "1", "15", "16", "-1"]
 HOSTILE = st.one_of(
@@ -189,8 +192,6 @@ def test_the_draws_reached_both_sides():
     """Runs after the two above (file order): a generator that stopped producing valid documents, or stopped
     producing invalid ones, would make them pass without testing much."""
     if not SEEN:
-        import pytest
-
         pytest.skip("run with the generated tests above")
     assert SEEN["accepted"] >= EXAMPLES // 10 and SEEN["refused"] >= EXAMPLES // 10, SEEN
     assert SEEN["yaml refused"] >= EXAMPLES // 2, SEEN

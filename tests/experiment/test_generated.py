@@ -23,6 +23,8 @@ from chaos.cli import build_parser
 from chaos.experiment.loader import ExperimentError, read_file
 from chaos.experiment.model import load_experiment
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 GATEWAY = {"retries": 2, "first_token_timeout": "5s", "total_timeout": "30s", "backoff": "50ms",
            "max_concurrency": 64, "max_queue": 10, "queue_timeout": "5s", "cache_size": 10,
            "health_interval": "1s", "eject": {"after_failures": 3, "for": "5s"},

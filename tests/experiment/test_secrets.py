@@ -21,6 +21,8 @@ from chaos.experiment.variables import MASK, Masker
 
 from ..secretscan import ArgvWatch, files_leaking
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 
 def chaos(*args, env=None, timeout=240):
     return subprocess.run([sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=timeout,
@@ -207,7 +209,7 @@ SLOW = pytest.mark.slow  # each case starts the CLI three or four times: the fas
     pytest.param("replay", token("sk-live"), marks=SLOW), pytest.param("target file", token("sk-live"), marks=SLOW),
     pytest.param("literal env", token("sk-live"), marks=SLOW),
     pytest.param("literal env list", token("sk-live"), marks=SLOW),
-])
+], ids=["users-token", "users-long", "duration-long", "replay", "target-file", "literal-env", "literal-env-list"])
 def test_an_invalid_secret_value_is_masked_in_every_error(tmp_path, case, value):
     """Substitution runs before validation, so the value an error quotes can be a secret's: validate, dry-run
     and run print it as ***, whole or clipped."""

@@ -10,6 +10,8 @@ import pytest
 from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment, load_target
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 EXP = """\
 name: t
 target: TARGET

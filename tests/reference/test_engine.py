@@ -9,6 +9,8 @@ from chaos.reference.engine.sequence import SamplingParams
 
 from .conftest import make_engine
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
 
 

@@ -37,8 +37,8 @@ def test_the_served_document_is_valid_openapi_3_1(live_spec):
     validator = pytest.importorskip("openapi_spec_validator")
     validator.validate(live_spec)
     validator.validate(server_spec(max_model_len=8192))  # without fault hooks
-    validator.validate(gateway_spec(max_model_len=1024, extra_paths={"/extra": {"get": {"responses": {
-        "200": {"description": "ok"}}}}}))
+    validator.validate(gateway_spec(max_model_len=1024, model_names=[M], extra_paths={"/extra": {"get": {
+        "responses": {"200": {"description": "ok"}}}}}))
 
 
 @pytest.mark.parametrize("hooks", [True, False])
@@ -125,7 +125,7 @@ def test_the_documented_ranges_are_the_enforced_ones(server, live_spec, path, sc
 
 
 
-PROBES = (None, True, 1, 1.5, "s", [], {})  # one value of each JSON type
+PROBES = (None, True, 1, 1.5, 2.0, "s", [], {})  # one value of each JSON type; 2.0 is an integer to JSON Schema
 
 
 def schema_accepts(live_spec, schema_name: str):
@@ -152,6 +152,24 @@ def test_the_documented_types_and_nulls_are_the_accepted_ones(server, live_spec,
             if (status == 200) != valid(body):
                 drift.append(f"{name}={value!r}: server {status}, document {'accepts' if valid(body) else 'refuses'}")
     assert not drift, drift
+
+
+def test_token_ids_written_as_whole_floats_are_token_ids(server, live_spec):
+    valid = schema_accepts(live_spec, "CompletionRequest")
+    for prompt, accepted in (([72.0, 105], True), ([[72.0, 105.0]], True), ([72.5], False), ([True], False)):
+        body = {"model": M, "prompt": prompt, "max_tokens": 2}
+        assert (post(server.base_url, "/v1/completions", body)[0] == 200) == valid(body) == accepted, prompt
+
+
+def test_a_chat_needs_one_message_that_says_something_exactly_as_documented(server, live_spec):
+    valid = schema_accepts(live_spec, "ChatCompletionRequest")
+    for messages in ([{"role": "user", "content": ""}], [{"role": "assistant", "content": None}],
+                     [{"role": "user", "content": [{"type": "text", "text": ""}]}],
+                     [{"role": "user", "content": ""}, {"role": "user", "content": [{"type": "text", "text": "x"}]}],
+                     [{"role": "assistant"}, {"role": "tool", "content": "x"}]):
+        body = {"model": M, "max_tokens": 2, "messages": messages}
+        status = post(server.base_url, "/v1/chat/completions", body)[0]
+        assert (status == 200) == valid(body), (messages, status)
 
 
 def test_a_messages_content_is_required_and_nullable_exactly_where_documented(server, live_spec):

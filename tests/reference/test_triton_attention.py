@@ -23,6 +23,8 @@ from chaos.reference.triton_attention import DecodeCase  # noqa: E402
 from .conftest import make_engine  # noqa: E402
 from .test_engine import GREEDY, prompts  # noqa: E402
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
 @pytest.mark.parametrize("heads,kv_heads,head_dim,block_size", [(4, 2, 16, 16), (8, 8, 24, 5), (16, 2, 32, 16)])

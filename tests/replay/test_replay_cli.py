@@ -106,11 +106,12 @@ def test_a_target_file_is_started_replayed_against_and_stopped(tmp_path):
     assert writers(out) == []  # every process it started (replicas, gateway, Locust) is gone
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
+def _replay_in_flight(tmp_path):
+    """`chaos replay` of a log against a target file it starts, once a replayed request is on record (sent,
+    answered) while the last one is still owed: (process, out folder)."""
     log = tmp_path / "log.jsonl"
     write_log(log, 10)  # 11 requests within 0.5 s of each other ...
-    with open(log, "a") as f:  # ... and a 12th an hour later: the replay cannot be over when the Ctrl-C comes,
+    with open(log, "a") as f:  # ... and a 12th an hour later: the replay cannot be over when the signal comes,
         # however slow this machine is (a Ctrl-C timed by the clock once came after every request was sent)
         f.write(json.dumps({"timestamp": 1000 + 3600, "max_tokens": 3,
                             "messages": [{"role": "user", "content": "the last"}]}) + "\n")
@@ -120,27 +121,57 @@ def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "chaos", "replay", str(log), target, "--var", "PRESET=tiny",
                           "--speed", "1", "--out", str(out), "--interval", "0"], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
+    # The state the signal needs, not a time. The deadline only bounds a replay that never gets going.
+    deadline = time.monotonic() + 240
+    while not (records.exists() and records.stat().st_size) and p.poll() is None:
+        if time.monotonic() > deadline:
+            _stop(p)
+            raise AssertionError("no replayed request was recorded within 240 s")
+        time.sleep(0.1)
+    if p.poll() is not None:
+        raise AssertionError(p.communicate()[0])
+    assert writers(out), "the target should be up"
+    return p, out
+
+
+def _stop(p) -> None:
+    if p.poll() is None:
+        p.terminate()  # SIGTERM stops the target it started too; a kill would leave that running
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
+    p, out = _replay_in_flight(tmp_path)
     try:
-        # The state the Ctrl-C needs, not a time: a replayed request on record (sent, answered) while the last
-        # one is still owed. The deadline only bounds a replay that never gets going.
-        deadline = time.monotonic() + 240
-        while not (records.exists() and records.stat().st_size) and p.poll() is None:
-            assert time.monotonic() < deadline, "no replayed request was recorded within 240 s"
-            time.sleep(0.1)
-        assert p.poll() is None, p.communicate()[0]
-        assert writers(out), "the target should be up"
         p.send_signal(signal.SIGINT)
         text = p.communicate(timeout=120)[0]
     finally:
-        if p.poll() is None:
-            p.terminate()  # SIGTERM stops the target it started too; a kill would leave that running
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        _stop(p)
     assert p.returncode == 130, text
     assert "stopping the target" in text
     s = json.load(open(out / "replay-summary.json"))
     assert s["interrupted"] and 0 < s["sent"] < s["window"] and s["not_sent"] == s["window"] - s["sent"], s
     assert writers(out) == []  # replicas, gateway and Locust all stopped
+    events = [json.loads(x)["event"] for x in open(out / "journal.jsonl")]
+    assert events[0] == "run_started" and events[-1] == "target_stopped", events
+
+
+@pytest.mark.slow
+def test_a_killed_replay_is_stopped_by_recover(tmp_path):
+    """SIGKILLed, the replay cannot stop what it started: its journal and mark let `chaos recover` do it."""
+    p, out = _replay_in_flight(tmp_path)
+    p.kill()
+    p.communicate(timeout=30)
+    assert writers(out), "the replicas, the gateway and Locust outlive a SIGKILLed replay"
+    r = subprocess.run([sys.executable, "-m", "chaos", "recover", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped instance r0" in r.stdout and "stopped instance gw" in r.stdout, r.stdout
+    assert writers(out) == []
+    s = json.load(open(out / "replay-summary.json"))
+    assert s["interrupted"] and s["killed"] and s["records"] >= 1, s

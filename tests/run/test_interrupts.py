@@ -5,11 +5,14 @@ import subprocess
 import sys
 import time
 
+import jsonschema
 import pytest
+
+from chaos.report.schema import REPORT
 
 from .conftest import leftovers, report, start_run, stopped_processes, unreverted, wait_journal, wait_until
 
-pytestmark = pytest.mark.slow  # each test interrupts a whole run of its own
+pytestmark = [pytest.mark.slow, pytest.mark.beside]  # each interrupts a whole run of its own; state, not time, is judged
 
 # (signal, journal event to wait for, how many of it, extra delay)
 MOMENTS = [
@@ -89,3 +92,14 @@ def test_sigkill_then_recover(lifecycle_file, tmp_path, event, count):
     assert unreverted(run_dir) == []
     if count >= 1 and event == "fault_applied":
         assert "fault pause_instance#0" in r.stdout
+    # The report the killed run could not write: interrupted, nothing judged, what recover did in its notes.
+    rep = report(run_dir)
+    jsonschema.validate(rep, REPORT)
+    assert (rep["verdict"], rep["exit_code"], rep["checks"]) == ("interrupted", 137, [])
+    assert any(n.startswith("recover: stopped instance") for n in rep["notes"]), rep["notes"]
+    assert rep["timeline"][-1]["event"] == "recovered"
+    if event == "fault_applied":
+        assert len(rep["faults"]) >= count and all(f["reverted"] for f in rep["faults"])
+        assert rep["faults"][0]["name"] == "pause_instance#0" and rep["faults"][0]["applied"]
+    assert "# lifecycle: INTERRUPTED" in (run_dir / "report.md").read_text()
+    assert (run_dir / "junit.xml").exists() and (run_dir / "report.html").exists()

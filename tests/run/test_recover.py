@@ -17,6 +17,8 @@ from chaos.run.recover import journaled_processes
 
 from .conftest import leftovers, start_run, wait_journal, writers
 
+pytestmark = pytest.mark.beside  # its slow tests judge state, not time: beside the whole runs under xdist
+
 
 def recover(run_dir):
     return subprocess.run([sys.executable, "-m", "chaos", "recover", str(run_dir)], capture_output=True, text=True,

@@ -18,15 +18,21 @@ def is_admin(path: str) -> bool:
 
 
 def allowed(path: str) -> str:
-    """The methods a path takes, for a 405's Allow header: the ones its OpenAPI document lists."""
+    """The methods a path takes, for a 405's Allow header: the ones its OpenAPI document lists, and HEAD with
+    GET."""
     parts = path.rstrip("/").split("/")
     route = "/".join(parts[:3] + ["{name}"] * (len(parts) > 3))
-    return ", ".join(m.upper() for m in admin_spec()["paths"].get(route, {}))
+    methods = [m.upper() for m in admin_spec()["paths"].get(route, {})]
+    return ", ".join(m for g in methods for m in ((g, "HEAD") if g == "GET" else (g,)))
 
 
 def handle(proxy, method: str, path: str, token: str | None, body: bytes) -> tuple[int, object]:
-    """(status, JSON-able body or None for no body). token: what the request carried in FAULT_TOKEN_HEADER."""
+    """(status, JSON-able body or None for no body). token: what the request carried in FAULT_TOKEN_HEADER.
+    HEAD is answered as GET (the server sends no body for it)."""
+    method = "GET" if method == "HEAD" else method
     if path.rstrip("/") == "/__chaos/health":
+        if method != "GET":
+            return 405, {"error": f"{method} not allowed on /__chaos/health ({allowed(path)})"}
         return 200, {"status": "ok"}  # open even with a token: it tells nothing, and probes carry no secrets
     if path == "/__chaos/openapi.json":  # open too: the document holds no state
         if method != "GET":

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback
+from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration
 
 from .effects import EFFECTS
 
@@ -61,7 +61,18 @@ def register(sub, formatter) -> None:
     p.add_argument("--upstream", required=True, metavar="URL", help="the service behind, e.g. http://127.0.0.1:8000")
     p.add_argument("--log", metavar="PATH", help="append one JSON line per fault applied")
     p.add_argument("--rules", metavar="FILE", help="a JSON or YAML list of rules to load at start")
+    p.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="DURATION",
+                   help="a request's head must arrive within this (slowloris); else 408 and the connection closes")
+    p.add_argument("--body-timeout", type=_seconds, default=30.0, metavar="DURATION",
+                   help="a request body the proxy reads whole (up to 4 MB) must arrive within this; else 408")
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -94,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         if not is_loopback(host) and not args.allow_remote:
             raise ValueError(f"--listen {host} is not a loopback address: anyone who reaches it can inject faults; "
                              "add --allow-remote (and set " + FAULT_TOKEN_ENV + ") if that is what you want")
-        proxy = LLMProxy(args.upstream, host, port, token=os.environ.get(FAULT_TOKEN_ENV), log_path=args.log)
+        proxy = LLMProxy(args.upstream, host, port, token=os.environ.get(FAULT_TOKEN_ENV), log_path=args.log,
+                         header_timeout=args.header_timeout, body_timeout=args.body_timeout)
         for spec in load_rules(args.rules) if args.rules else []:
             proxy.add_rule(spec)
     except (ValueError, KeyError, RuleError, OSError) as e:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import ssl
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 HEAD_LIMIT = 64 * 1024  # request or response head; past it 431/502
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")  # 16 hex digits: up to 2**64 - 1; more is an overflow
+_DIGITS = re.compile(r"[0-9]{1,18}")  # a Content-Length: ASCII digits only (str.isdigit takes '²' too)
 PIECE = 256 * 1024
 UPSTREAM_BUFFER = 1024 * 1024  # the upstream reader's buffer: big bodies flow in large reads
 # RFC 9110 §7.6.1: meaningful for one connection only, never forwarded (plus whatever Connection lists).
@@ -104,17 +107,24 @@ def body_framing(head: Head, request: bool, method: str = "GET") -> tuple[str, i
     if te:
         if "chunked" not in te:
             raise HTTPError(f"transfer-encoding {sorted(te)} without chunked", 400 if request else 502)
+        if request and head.get("content-length") is not None:
+            # RFC 9112 §6.1: a server MAY reject it, and it is how requests are smuggled past a proxy whose
+            # upstream reads the other header. Rejected, as aiohttp (the reference server, the gateway) does.
+            raise HTTPError("a request with both transfer-encoding and content-length", 400)
         return "chunked", 0
     cl = head.get("content-length")
     if cl is not None:
-        if not cl.strip().isdigit():
+        if not _DIGITS.fullmatch(cl.strip()):
             raise HTTPError(f"bad content-length {cl[:20]!r}", 400 if request else 502)
         return "length", int(cl)
     return ("none", 0) if request else ("close", 0)
 
 
-async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int]):
-    """The payload bytes as they arrive (chunked framing removed). Raises IncompleteReadError on a short body."""
+async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], request: bool = False,
+                    limit: int | None = None):
+    """The payload bytes as they arrive (chunked framing removed). Raises IncompleteReadError on a short body,
+    HTTPError on bad chunked framing (400 for a request's body, 502 for a response's) and, with limit, 413 as soon
+    as a chunk's size says the body would pass it (before that chunk is read)."""
     kind, n = framing
     if kind == "length":
         while n > 0:
@@ -124,26 +134,41 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int]):
             n -= len(piece)
             yield piece
     elif kind == "chunked":
+        bad, total = 400 if request else 502, 0
         while True:
-            line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise HTTPError(f"bad chunk size line {line[:40]!r}", 502) from None
+            line = await _line(reader, bad)
+            digits = line.split(b";", 1)[0].strip()
+            if not _CHUNK_SIZE.fullmatch(digits):
+                what = "overflows" if re.fullmatch(rb"[0-9A-Fa-f]+", digits) else "is not hex"
+                raise HTTPError(f"chunk size {what}: {line[:40]!r}", bad)
+            size = int(digits, 16)
             if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                while (await _line(reader, bad)) != b"\r\n":
                     pass  # trailers: dropped (hop-by-hop in practice)
                 return
+            total += size
+            if limit is not None and total > limit:
+                raise HTTPError(f"body over {limit} bytes", 413)
             data = await reader.readexactly(size + 2)
+            if data[-2:] != b"\r\n":
+                raise HTTPError(f"chunk data not followed by CRLF (the chunk size says {size} bytes)", bad)
             yield data[:-2]
     elif kind == "close":
         while piece := await reader.read(PIECE):
             yield piece
 
 
-async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limit: int) -> bytes:
+async def _line(reader: asyncio.StreamReader, bad: int) -> bytes:
+    try:
+        return await reader.readuntil(b"\r\n")
+    except asyncio.LimitOverrunError:
+        raise HTTPError("a chunk size or trailer line over the reader's limit", bad) from None
+
+
+async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limit: int,
+                    request: bool = False) -> bytes:
     parts, total = [], 0
-    async for piece in iter_body(reader, framing):
+    async for piece in iter_body(reader, framing, request, limit):
         total += len(piece)
         if total > limit:
             raise HTTPError(f"body over {limit} bytes", 413)

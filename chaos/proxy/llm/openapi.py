@@ -8,7 +8,7 @@ from functools import lru_cache
 from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER
 
 from .effects import EFFECTS
-from .rules import _NAME
+from .rules import _NAME, METHODS
 
 
 def _json(schema: dict, description: str) -> dict:
@@ -46,15 +46,21 @@ def admin_spec() -> dict:
                        "responses": {"204": {"description": "removed"}, "404": _json(error, "no rule of that name"),
                                      **unauthorized}}},
     }
+    # Any case of a method's letters: the proxy upper-cases it.
+    method = "^(" + "|".join("".join(f"[{c}{c.lower()}]" for c in m) for m in sorted(METHODS)) + ")$"
     rule = {
         "type": "object", "required": ["name", "effect"], "additionalProperties": False,
         "properties": {
             "name": name["schema"],
             "effect": {"enum": sorted(EFFECTS)},
-            "params": {"type": ["object", "null"], "description": "the effect's own settings (docs/llm-proxy.md)"},
+            "params": {"type": ["object", "null"], "description": "the effect's own settings (docs/llm-proxy.md); "
+                                                                  "null, like an absent or null param, means the "
+                                                                  "defaults"},
             "match": {"type": ["object", "null"], "additionalProperties": False, "properties": {
-                "method": {"type": "string"}, "path": {"type": "string", "description": "a glob such as /v1/*"},
-                "model": {"type": "string"}, "stream": {"type": "boolean"}}},
+                "method": {"type": ["string", "null"], "pattern": method, "description": "any case"},
+                "path": {"type": ["string", "null"], "pattern": "^/", "description": "exact, or a prefix when it "
+                                                                                    "ends in *, such as /v1/*"},
+                "model": {"type": ["string", "null"]}, "stream": {"type": ["boolean", "null"]}}},
             "probability": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
             "seed": {"type": "integer", "default": 0},
             "occurrences": {"type": ["array", "null"], "minItems": 1, "items": {"type": "integer", "minimum": 1},
@@ -63,7 +69,10 @@ def admin_spec() -> dict:
             "window": {"type": ["object", "null"], "additionalProperties": False,
                        "properties": {"start": {"type": "number", "minimum": 0},
                                       "end": {"type": ["number", "null"], "minimum": 0}},
-                       "description": "seconds after the rule was added"}}}
+                       "description": "seconds after the rule was added; end after start"}},
+        # Each effect's params: exactly one of these holds, the one whose effect the rule names.
+        "oneOf": [{"properties": {"effect": {"const": e}, "params": EFFECTS[e].params_schema()}}
+                  for e in sorted(EFFECTS)]}
     stored = {**rule, "required": ["name", "effect", "matched", "applied"],
               "properties": {**rule["properties"], "matched": {"type": "integer", "minimum": 0},
                              "applied": {"type": "integer", "minimum": 0}}}

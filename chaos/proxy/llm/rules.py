@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .base import whole
 from .effects import EFFECTS, Effect
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -52,7 +53,7 @@ class Match:
 
     def __post_init__(self):
         if self.method is not None:
-            if not isinstance(self.method, str) or self.method.upper() not in METHODS:
+            if not isinstance(self.method, str) or not self.method.isascii() or self.method.upper() not in METHODS:
                 raise RuleError(f"match.method: {self.method!r} is not one of {sorted(METHODS)}")
             self.method = self.method.upper()
         if self.path is not None and (not isinstance(self.path, str) or not self.path.startswith("/")):
@@ -95,9 +96,20 @@ def _number(name: str, v, lo: float | None = None, hi: float | None = None) -> f
     return float(v)
 
 
-def _int(name: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise RuleError(f"{name}: {v!r} must be a whole number >= {lo}")
+def _int(name: str, v, lo: int | None = None) -> int:
+    n = whole(v)
+    if n is None or (lo is not None and n < lo):
+        raise RuleError(f"{name}: {v!r} must be a whole number" + (f" >= {lo}" if lo is not None else ""))
+    return n
+
+
+def _object(spec: dict, name: str) -> dict:
+    """spec[name], a JSON object; absent or null is {}."""
+    v = spec.get(name)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise RuleError(f"{name}: must be a JSON object")
     return v
 
 
@@ -113,30 +125,24 @@ class Rule:
         if unknown:
             raise RuleError(f"{sorted(unknown)[0]}: unknown field (a rule has {sorted(self.KEYS)})")
         name = spec.get("name")
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):  # match's $ would let a final newline in
             raise RuleError(f"name: {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
         self.name = name
         effect = spec.get("effect")
-        if effect not in EFFECTS:
+        if not isinstance(effect, str) or effect not in EFFECTS:
             raise RuleError(f"effect: {effect!r} is not one of {sorted(EFFECTS)}")
-        params = spec.get("params", {}) or {}
-        if not isinstance(params, dict):
-            raise RuleError("params: must be a JSON object")
+        params = _object(spec, "params")
         try:
             self.effect: Effect = EFFECTS[effect](dict(params))
         except (ValueError, TypeError) as e:
             raise RuleError(str(e)) from None
-        m = spec.get("match", {}) or {}
-        if not isinstance(m, dict):
-            raise RuleError("match: must be a JSON object")
+        m = _object(spec, "match")
         bad = set(m) - {"method", "path", "model", "stream"}
         if bad:
             raise RuleError(f"match.{sorted(bad)[0]}: unknown field (match has method, path, model, stream)")
         self.match = Match(**m)
         self.probability = _number("probability", spec.get("probability", 1), 0, 1)
-        self.seed = spec.get("seed", 0)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise RuleError(f"seed: {self.seed!r} must be a whole number")
+        self.seed = _int("seed", spec.get("seed", 0))
         occ = spec.get("occurrences")
         if occ is not None:
             if not isinstance(occ, list) or not occ:
@@ -149,7 +155,7 @@ class Rule:
             if not isinstance(w, dict) or set(w) - {"start", "end"}:
                 raise RuleError("window: must be {\"start\": seconds, \"end\": seconds}")
             start = _number("window.start", w.get("start", 0), 0)
-            end = _number("window.end", w["end"], 0) if w.get("end") is not None else 1e18
+            end = _number("window.end", w["end"], 0) if w.get("end") is not None else math.inf  # no end
             if end <= start:
                 raise RuleError(f"window.end: {end} must be after window.start {start}")
             w = {"start": start, "end": end}
@@ -214,6 +220,6 @@ class Rule:
         if self.count is not None:
             out["count"] = self.count
         if self.window is not None:
-            out["window"] = {k: (v if v < 1e17 else None) for k, v in self.window.items()}
+            out["window"] = {k: (None if v == math.inf else v) for k, v in self.window.items()}
         out["matched"], out["applied"] = self.matched, self.applied
         return out

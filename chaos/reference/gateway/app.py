@@ -86,8 +86,32 @@ class Gateway:
 
     async def openapi(self, request):
         if self._openapi is None:
-            self._openapi = json.dumps(gateway_spec(max_body_mb=self.settings.max_body_mb)).encode()
+            names, context = await self._served_models()
+            body = json.dumps(gateway_spec(max_body_mb=self.settings.max_body_mb, model_names=names,
+                                           max_model_len=context)).encode()
+            if names is None:  # no upstream listed its models: not kept, the next request asks again
+                return web.Response(body=body, content_type="application/json")
+            self._openapi = body
         return web.Response(body=self._openapi, content_type="application/json")
+
+    async def _served_models(self) -> tuple[list[str] | None, int | None]:
+        """The model ids an upstream lists at /v1/models, and their smallest context when each gives one, for the
+        document (so a client generated from it sends a name the replicas serve); (None, None) when none can say."""
+        for pool in (self.primary, self.backup):
+            u = pool.pick(set())
+            if u is None:
+                continue
+            try:
+                async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    data = (await r.json(content_type=None))["data"] if r.status == 200 else []
+                names = [m["id"] for m in data if isinstance(m.get("id"), str)]
+                contexts = [m.get("max_model_len") for m in data]
+                if names:
+                    known = all(type(c) is int and c > 1 for c in contexts)
+                    return names, (min(contexts) if known else None)
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+        return None, None
 
     async def prometheus(self, request):
         return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 
 import pytest
@@ -56,13 +57,24 @@ def test_the_openapi_document_is_what_the_admin_api_answers(proxy):
         if (method, path) in (("post", "/__chaos/faults"), ("get", "/__chaos/faults/{name}")):
             jsonschema.Draft202012Validator(stored).validate(json.loads(got))
     for path, item in doc["paths"].items():
-        allow = ", ".join(m.upper() for m in ("get", "post", "delete") if m in item)
-        for method in {"GET", "POST", "DELETE", "PUT", "PATCH"} - set(allow.split(", ")):
-            if path == "/__chaos/health":
-                continue  # a probe: any method answers
+        allow = ", ".join(m for m in ("GET", "HEAD", "POST", "DELETE") if m.replace("HEAD", "GET").lower() in item)
+        for method in {"GET", "POST", "DELETE", "PUT", "PATCH", "TRACE"} - set(allow.split(", ")):
             status, headers, got = request(proxy.port, method, path.replace("{name}", "doc1"), {})
             assert status == 405 and headers["allow"] == [allow], (method, path, status, headers)
             assert "not allowed" in json.loads(got)["error"]
+
+
+def test_head_is_get_without_the_body(proxy):
+    """On a kept-alive connection: a HEAD's answer has GET's head and no body, so the next answer reads clean."""
+    c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    for path in ("/__chaos/health", "/__chaos/openapi.json", "/__chaos/faults"):
+        get = request(proxy.port, "GET", path)
+        status, headers, body = request(proxy.port, "HEAD", path, conn=c)
+        assert (status, body) == (get[0], b"") and headers["content-length"] == get[1]["content-length"], path
+    status, headers, body = request(proxy.port, "HEAD", "/__chaos/faults/none", conn=c)
+    assert (status, body) == (404, b"")
+    assert request(proxy.port, "POST", "/__chaos/health", conn=c)[0] == 405  # the connection still reads clean
+    c.close()
 
 
 @pytest.mark.parametrize("rule,field", [
@@ -77,11 +89,31 @@ def test_the_openapi_document_is_what_the_admin_api_answers(proxy):
     ({"name": "x", "effect": "status", "match": {"stream": "yes"}}, "match.stream"),
     ({"name": "a b", "effect": "status"}, "name"),
     ({"name": "x", "effect": "status", "colour": 1}, "colour"),
+    # found by schemathesis (tests/proxy/llm/test_schemathesis.py): each was a 201, or a dropped connection
+    ({"name": "x", "effect": ["status"]}, "effect"),
+    ({"name": "x", "effect": "status", "match": False}, "match"),
+    ({"name": "x", "effect": "status", "params": 0}, "params"),
+    ({"name": "x\n", "effect": "status"}, "name"),
+    ({"name": "x", "effect": "status", "match": {"method": "po\u017ft"}}, "match.method"),  # upper(): POST
 ])
 def test_bad_rule_is_a_400_naming_the_field(proxy, rule, field):
     status, _, body = request(proxy.port, "POST", "/__chaos/faults", rule)
     assert status == 400
     assert json.loads(body)["error"].startswith(field)
+
+
+def test_whole_floats_are_integers_and_null_is_the_default(proxy):
+    """As the document's JSON Schema reads them: 2.0 is the integer 2, and a null param is an absent one."""
+    stored = proxy.add({"name": "w", "effect": "status", "seed": 3.0, "count": 2.0, "occurrences": [1.0, 2],
+                        "params": {"status": 503.0, "retry_after": None, "message": None}, "match": None})
+    assert (stored["seed"], stored["count"], stored["occurrences"]) == (3, 2, [1, 2])
+    assert stored["params"]["status"] == 503 and stored["params"]["message"].startswith("The engine is")
+    status, head, _ = chat(proxy.port)
+    assert status == 503 and "retry-after" not in head
+    assert proxy.add({"name": "d", "effect": "delay", "params": {"delay_s": None}})["params"]["delay_s"] == 1.0
+    big = proxy.add({"name": "late", "effect": "close", "window": {"start": 1e188, "end": 1e307}})["window"]
+    assert big == {"start": 1e188, "end": 1e307}  # was {"start": null, "end": null}: 1e17 and up read as no end
+    assert proxy.add({"name": "open", "effect": "close", "window": {"start": 1}})["window"] == {"start": 1, "end": None}
 
 
 def test_not_json_is_a_400(proxy):

@@ -1,0 +1,70 @@
+"""`chaos selftest soak`: the memory judgement on series whose answer is known, the experiment it runs, and the
+short soak end to end (150 s of load, a fault every 6 s: three cycles of every family)."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from chaos.experiment.model import load_experiment
+from chaos.selftest.soak import CYCLE, GROWTH_MB, Series, _quiet_windows, experiment
+
+
+def _series(name, rss, step=1.0) -> Series:
+    s = Series(name, 1)
+    for i, y in enumerate(rss):
+        s.t.append(i * step)
+        s.rss_mb.append(y)
+    return s
+
+
+def test_a_leak_grows_and_a_sawtooth_with_bursts_every_cycle_does_not():
+    rng = random.Random(1)
+    burst = _series("gw", [50 + (30 if i % 48 < 10 else 0) + rng.random() for i in range(300)])
+    leak = _series("r0", [50 + i * 0.1 + rng.random() for i in range(300)])  # 360 MB/h
+    warm = _series("r1", [50 + min(i, 60) * 0.5 + rng.random() for i in range(300)])  # grows, then flat
+    b, lk, w = burst.verdict(48), leak.verdict(48), warm.verdict(48)
+    assert not b["grows"] and abs(b["growth_mb"]) < 2 and b["interval"][0] < 0 < b["interval"][1], b
+    assert lk["grows"] and lk["growth_mb"] > GROWTH_MB and lk["interval"][0] > 300, lk
+    assert not w["grows"], w  # the first cycle is warm-up, not compared
+    short = _series("gw", [50 + i for i in range(100)]).verdict(48)  # two cycles: not judged
+    assert short["growth_mb"] is None and not short["grows"] and len(short["peaks_mb"]) == 2
+
+
+def test_the_experiment_cycles_through_every_family_and_loads(tmp_path):
+    text = experiment(150, 6)
+    p = tmp_path / "soak.yaml"
+    p.write_text(text)
+    exp = load_experiment(str(p))
+    types = [f.type for f in exp.faults]
+    assert len(types) >= 2 * len(CYCLE) and set(types) == {c.split(",")[0].split(": ")[1] for c in CYCLE}
+    assert types[:len(CYCLE)] == types[len(CYCLE):2 * len(CYCLE)]  # the same order each cycle
+    assert max(f.at for f in exp.faults) <= 150 - 5
+
+
+def test_a_window_without_records_is_named(tmp_path):
+    t0 = 1000.0
+    with open(tmp_path / "requests.jsonl", "w") as f:
+        for t in [0.5, 1, 3, 11, 12, 16]:  # nothing between 5 and 10 s
+            f.write(json.dumps({"t_start": t0 + t}) + "\n")
+    assert _quiet_windows(str(tmp_path), {"load_started": t0}) == ([5.0], 3)
+
+
+@pytest.mark.slow
+@pytest.mark.beside  # judges memory and records, not time
+def test_the_short_soak_reverts_every_fault_keeps_records_flowing_and_no_process_grows(tmp_path):
+    out = tmp_path / "soak.json"
+    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "soak", "--duration", "150s", "--period", "6s",
+                        "--out", str(tmp_path / "run"), "--json", str(out)], capture_output=True, text=True,
+                       timeout=600)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert len(doc["families"]) == len(CYCLE) and doc["reverted"] == doc["faults"] >= 2 * len(CYCLE)
+    assert doc["quiet_windows"] == 0 and doc["windows"] >= 25 and doc["problems"] == []
+    judged = {m["name"] for m in doc["memory"] if m["growth_mb"] is not None}
+    # every long-lived process of the run was sampled and judged (a restarted r1 may be too young)
+    assert {"runner", "locust", "r0", "gw", "toxiproxy"} <= judged, doc["memory"]
+    assert any(n.startswith("llm-proxy") for n in judged), judged
+    assert "problems: none" in r.stdout
