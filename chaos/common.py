@@ -130,6 +130,15 @@ def is_loopback(host: str | None) -> bool:
 
 # -- processes -----------------------------------------------------------------------------------------------
 
+def count_lines(path: str) -> int:
+    """Lines in a file (records in a requests.jsonl), 0 when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
 def same_process(pid: int | None, create_time: float | None) -> bool:
     """True if pid is still the process we started (not a recycled number)."""
     if not pid:

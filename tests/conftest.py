@@ -65,8 +65,8 @@ def pytest_collection_modifyitems(config, items):
     """Under `-n 2 --dist loadgroup` (the README's test command), every slow test (the whole runs, the gateway's
     and the engine's own processes) runs on one worker, one after another as without xdist, so no whole run
     has another beside it; the unit tests, and slow tests marked `beside` (they judge nothing by time), run on
-    the other worker meanwhile. A whole run is bound by its load's
-    seconds and leaves the second core mostly idle: the suite takes ~15 minutes instead of ~20."""
+    the other worker meanwhile. A whole run is bound by its load's seconds and leaves the second core mostly
+    idle (.ci/run's header has the times)."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("beside"):
             item.add_marker(pytest.mark.xdist_group(GROUP))

@@ -38,6 +38,30 @@ class Answer:
     closed: bool = False  # the server closed the connection after the answer
     raw: bytes = b""
 
+# What the reference server and the gateway answer (both listen through chaos/reference/serving.py, aiohttp's
+# parser): (status, the connection closes after it); None: closed without an answer.
+AIOHTTP_EXPECT = {
+    "request line over 8 KB (long URL)": (400, True),
+    "request line over 64 KB (long URL)": (400, True),
+    "one header over 8 KB": (400, True),
+    "one header over 64 KB": (400, True),
+    "100 headers, 10 KB in all": (200, False),  # aiohttp limits each line and the count, not the total
+    "200 headers, 4 KB in all": (400, True),  # over aiohttp's 128
+    "700 headers, 70 KB in all": (400, True),
+    "chunk size not hex": (400, True),
+    "chunk size overflows 64 bits": (400, True),
+    "chunk size of 256 TB": (408, True),  # valid framing; the rest never comes: --body-timeout
+    "no CRLF after a chunk": (400, True),
+    "chunked with Content-Length too": (400, True),
+    # aiohttp's C parser does not pass a framing error found after the head to the request's payload (the
+    # handler would wait on it for ever): --body-timeout ends it.
+    "chunk size not hex, after the head": (408, True),
+    "chunk size overflows, after the head": (408, True),
+    "no CRLF after a chunk, after the head": (408, True),
+    "Content-Length over what is sent, client waits": (408, True),
+    "Content-Length over what is sent, client half-closes": (None, True),
+}
+
 
 def cases(path: str, body: bytes) -> list[Case]:
     """The abuse, against POST path with a valid JSON body (body) where one is needed."""
@@ -264,3 +288,15 @@ def check_idle_closed(results: list[tuple[bytes, float | None]], header_timeout:
         assert ctype and ctype[0].split(b":", 1)[1].split(b";")[0].strip() == b"application/json", head
         err = json.loads(body)["error"]
         assert set(err) == {"message", "type", "param", "code"} and err["code"] == "request_timeout", err
+
+
+def wait_kv_free(base_url: str, timeout: float = 20.0) -> None:
+    """Once idle, a replica runs nothing and holds no KV block (generous: a busy box may still be finishing)."""
+    from tests.reference.http_util import metric
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if metric(base_url, "vllm:num_requests_running") == 0 and metric(base_url, "vllm:kv_cache_usage_perc") == 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"KV blocks held once idle: {metric(base_url, 'vllm:kv_cache_usage_perc')}")

@@ -15,6 +15,7 @@ import sys
 import time
 from urllib.parse import urlparse
 
+from ..common import count_lines
 from ..run.procs import RUN_ID_ENV
 
 EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -139,7 +140,7 @@ def cmd_replay(a) -> int:
         if os.path.isdir(out) and not os.path.exists(summary):  # before the load began, or SIGTERM during it
             with open(summary, "w") as f:
                 json.dump({"log": a.logfile, "target": a.target, "interrupted": True,
-                           "records": _lines(os.path.join(out, "requests.jsonl")),
+                           "records": count_lines(os.path.join(out, "requests.jsonl")),
                            "note": "interrupted before the replay could account for its requests"}, f, indent=2)
         return EXIT_INTERRUPTED
     finally:
@@ -151,14 +152,6 @@ def cmd_replay(a) -> int:
             journal.close()
             _restore(old_mark)
         signal.signal(signal.SIGTERM, previous)
-
-
-def _lines(path: str) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
 
 
 def _journal(out: str):

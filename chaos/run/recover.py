@@ -12,7 +12,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..common import same_process
+from ..common import count_lines, same_process
 from ..faults import FAULT_TYPES
 from ..targets.links import delete_journaled_proxies
 from .journal import Journal, read_journal
@@ -84,17 +84,10 @@ def recover(run_dir: str, log=print) -> list[str]:
 def _write_killed_replay(run_dir: str, actions: list[str]) -> None:
     """`chaos replay` killed: its summary says so, with what records it left (each names its source line)."""
     with open(os.path.join(run_dir, "replay-summary.json"), "w") as f:
-        json.dump({"interrupted": True, "killed": True, "records": _lines(os.path.join(run_dir, "requests.jsonl")),
+        records = count_lines(os.path.join(run_dir, "requests.jsonl"))
+        json.dump({"interrupted": True, "killed": True, "records": records,
                    "note": "killed before it could finish; `chaos recover` stopped what it started",
                    "recover": actions}, f, indent=2)
-
-
-def _lines(path: str) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except OSError:
-        return 0
 
 
 def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) -> None:
@@ -120,7 +113,7 @@ def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) ->
                "reverted_at": first.get(("fault_reverted", e["fault"]), {}).get("t"),
                "apply_error": first.get(("fault_applied", e["fault"]), {}).get("error"), "revert_error": None}
               for e in events if e["event"] == "fault_applying"]
-    requests = _lines(os.path.join(run_dir, "requests.jsonl"))
+    requests = count_lines(os.path.join(run_dir, "requests.jsonl"))
     t0 = events[0]["t"] if events else None
     load = first.get(("load_started", None), {})
     report = {

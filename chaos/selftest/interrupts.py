@@ -33,7 +33,7 @@ from ..common import same_process
 from ..run.journal import read_journal
 from ..run.procs import marked, run_id_for
 from ..run.recover import journaled_instances, journaled_processes
-from .families import FAMILIES, Family, docker_missing, docker_target, write_log
+from .families import FAMILIES, Family, docker_target, write_log
 
 SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 HANG_S = 60.0     # still running this long after SIGINT/SIGTERM: it hangs

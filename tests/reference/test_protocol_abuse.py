@@ -11,7 +11,6 @@ fails loudly if aiohttp stops calling the hook it uses). Slowloris heads and tri
 import asyncio
 import json
 import socket
-import time
 
 import aiohttp
 import pytest
@@ -19,10 +18,10 @@ from aiohttp import web
 
 from chaos.reference import serving
 from chaos.reference.launcher import start_server
-from tests.protocol_abuse import (Case, IdleConnections, address, cases, check, check_idle_closed, ensure_fds,
-                                  read_answer, send)
+from tests.protocol_abuse import (AIOHTTP_EXPECT, Case, IdleConnections, address, cases, check, check_idle_closed,
+                                  ensure_fds, read_answer, send, wait_kv_free)
 
-from .http_util import metric, post, request
+from .http_util import post, request
 
 M = "chaos-reference"
 TIMEOUT_S = 1.5  # --header-timeout and --body-timeout of this module's replica
@@ -30,28 +29,7 @@ IDLE = 1000
 BODY = json.dumps({"model": M, "prompt": "abuse", "max_tokens": 2}).encode()
 CASES = cases("/v1/completions", BODY)
 
-# (status, the connection closes after it); None: closed without an answer.
-EXPECT = {
-    "request line over 8 KB (long URL)": (400, True),
-    "request line over 64 KB (long URL)": (400, True),
-    "one header over 8 KB": (400, True),
-    "one header over 64 KB": (400, True),
-    "100 headers, 10 KB in all": (200, False),  # aiohttp limits each line and the count, not the total
-    "200 headers, 4 KB in all": (400, True),  # over aiohttp's 128
-    "700 headers, 70 KB in all": (400, True),
-    "chunk size not hex": (400, True),
-    "chunk size overflows 64 bits": (400, True),
-    "chunk size of 256 TB": (408, True),  # valid framing; the rest never comes: --body-timeout
-    "no CRLF after a chunk": (400, True),
-    "chunked with Content-Length too": (400, True),
-    # aiohttp's C parser does not pass a framing error found after the head to the request's payload (the
-    # handler would wait on it for ever): --body-timeout ends it.
-    "chunk size not hex, after the head": (408, True),
-    "chunk size overflows, after the head": (408, True),
-    "no CRLF after a chunk, after the head": (408, True),
-    "Content-Length over what is sent, client waits": (408, True),
-    "Content-Length over what is sent, client half-closes": (None, True),
-}
+EXPECT = AIOHTTP_EXPECT
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +47,7 @@ def assert_healthy(replica) -> None:
     status, _, body = post(replica.base_url, "/v1/completions", {"model": M, "prompt": "still there?",
                                                                  "max_tokens": 2})
     assert status == 200, body
-    deadline = time.monotonic() + 20  # generous: a busy machine may still be finishing a request
-    while time.monotonic() < deadline:
-        if metric(replica.base_url, "vllm:num_requests_running") == 0 and \
-                metric(replica.base_url, "vllm:kv_cache_usage_perc") == 0:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"KV blocks held once idle: {metric(replica.base_url, 'vllm:kv_cache_usage_perc')}")
+    wait_kv_free(replica.base_url)
 
 
 def test_every_case_has_an_expectation():

@@ -1,5 +1,6 @@
 """`chaos selftest soak`: the memory judgement on series whose answer is known, the experiment it runs, and the
-short soak end to end (150 s of load, a fault every 6 s: three cycles of every family)."""
+short soak end to end (150 s of load, a fault every 6 s: three cycles of every family, every fault reverted, the
+records flowing, every process sampled; three cycles are too few for the memory verdict)."""
 
 import json
 import random
@@ -20,17 +21,19 @@ def _series(name, rss, step=1.0) -> Series:
     return s
 
 
-def test_a_leak_grows_and_a_sawtooth_with_bursts_every_cycle_does_not():
+def test_a_leak_grows_and_a_sawtooth_a_warm_up_or_a_swing_does_not():
     rng = random.Random(1)
-    burst = _series("gw", [50 + (30 if i % 48 < 10 else 0) + rng.random() for i in range(300)])
-    leak = _series("r0", [50 + i * 0.1 + rng.random() for i in range(300)])  # 360 MB/h
-    warm = _series("r1", [50 + min(i, 60) * 0.5 + rng.random() for i in range(300)])  # grows, then flat
-    b, lk, w = burst.verdict(48), leak.verdict(48), warm.verdict(48)
-    assert not b["grows"] and abs(b["growth_mb"]) < 2 and b["interval"][0] < 0 < b["interval"][1], b
+    burst = _series("gw", [50 + (30 if i % 48 < 10 else 0) + rng.random() for i in range(400)])
+    leak = _series("r0", [50 + i * 0.1 + rng.random() for i in range(400)])  # 360 MB/h
+    warm = _series("runner", [250 + min(i, 90) * 0.5 + rng.random() for i in range(400)])  # grows 2 cycles, then flat
+    swing = _series("r0 child", [100 + (40 if (i // 48) % 2 else -40) + rng.random() for i in range(400)])
+    b, lk, w, sw = (s.verdict(48) for s in (burst, leak, warm, swing))
+    assert len(b["peaks_mb"]) == 8 and b["slope_mb_h"] is not None
+    assert not b["grows"] and b["interval"][0] < 0 < b["interval"][1], b
     assert lk["grows"] and lk["growth_mb"] > GROWTH_MB and lk["interval"][0] > 300, lk
-    assert not w["grows"], w  # the first cycle is warm-up, not compared
-    short = _series("gw", [50 + i for i in range(100)]).verdict(48)  # two cycles: not judged
-    assert short["growth_mb"] is None and not short["grows"] and len(short["peaks_mb"]) == 2
+    assert not w["grows"] and not sw["grows"], (w, sw)
+    short = _series("gw", [50 + i for i in range(250)]).verdict(48)  # five cycles: too few to judge
+    assert short["slope_mb_h"] is None and not short["grows"] and len(short["peaks_mb"]) == 5
 
 
 def test_the_experiment_cycles_through_every_family_and_loads(tmp_path):
@@ -63,8 +66,9 @@ def test_the_short_soak_reverts_every_fault_keeps_records_flowing_and_no_process
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert len(doc["families"]) == len(CYCLE) and doc["reverted"] == doc["faults"] >= 2 * len(CYCLE)
     assert doc["quiet_windows"] == 0 and doc["windows"] >= 25 and doc["problems"] == []
-    judged = {m["name"] for m in doc["memory"] if m["growth_mb"] is not None}
-    # every long-lived process of the run was sampled and judged (a restarted r1 may be too young)
-    assert {"runner", "locust", "r0", "gw", "toxiproxy"} <= judged, doc["memory"]
-    assert any(n.startswith("llm-proxy") for n in judged), judged
-    assert "problems: none" in r.stdout
+    # every long-lived process of the run was sampled all along, its peak per cycle stated (three cycles: too
+    # few for the memory verdict, which the long mode gives)
+    sampled = {m["name"] for m in doc["memory"] if m["samples"] >= 100 and len(m["peaks_mb"]) == 3}
+    assert {"runner", "locust", "r0", "gw", "toxiproxy"} <= sampled, doc["memory"]
+    assert any(n.startswith("llm-proxy") for n in sampled), sampled
+    assert "problems: none" in r.stdout and "(not judged: under 6 cycles)" in r.stdout

@@ -99,19 +99,27 @@ class Gateway:
         document (so a client generated from it sends a name the replicas serve); (None, None) when none can say."""
         for pool in (self.primary, self.backup):
             u = pool.pick(set())
-            if u is None:
+            got = await self._list_models(u) if u is not None else None
+            if got is None or got[0] != 200:
                 continue
             try:
-                async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
-                    data = (await r.json(content_type=None))["data"] if r.status == 200 else []
+                data = json.loads(got[1])["data"]
                 names = [m["id"] for m in data if isinstance(m.get("id"), str)]
                 contexts = [m.get("max_model_len") for m in data]
-                if names:
-                    known = all(type(c) is int and c > 1 for c in contexts)
-                    return names, (min(contexts) if known else None)
-            except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
+            if names:
+                known = all(type(c) is int and c > 1 for c in contexts)
+                return names, (min(contexts) if known else None)
         return None, None
+
+    async def _list_models(self, u) -> tuple[int, bytes] | None:
+        """GET /v1/models of upstream u: (status, body), or None when it cannot be reached."""
+        try:
+            async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                return r.status, await r.read()
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
 
     async def prometheus(self, request):
         return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
@@ -127,14 +135,10 @@ class Gateway:
     async def models(self, request):
         for pool in (self.primary, self.backup):
             u = pool.pick(set())
-            if u is None:
-                continue
-            try:
-                async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
-                    return web.Response(body=await r.read(), status=r.status,
-                                        headers={"Content-Type": "application/json", "x-served-by": u.name})
-            except (TimeoutError, aiohttp.ClientError, OSError):
-                continue
+            got = await self._list_models(u) if u is not None else None
+            if got is not None:
+                return web.Response(body=got[1], status=got[0],
+                                    headers={"Content-Type": "application/json", "x-served-by": u.name})
         raise GatewayError(503, "no upstream can list models now; retry later", "all_upstreams_unavailable",
                            retry_after=self.settings.retry_after_s)
 

@@ -22,8 +22,8 @@ import pytest
 
 from chaos.common import stop_group
 from chaos.reference.launcher import start_server
-from tests.protocol_abuse import Case, IdleConnections, cases, check, check_idle_closed, ensure_fds, send
-from tests.reference.http_util import conn, metric, post, request
+from tests.protocol_abuse import Case, IdleConnections, cases, check, check_idle_closed, ensure_fds, send, wait_kv_free
+from tests.reference.http_util import conn, post, request
 
 M = "chaos-reference"
 TIMEOUT_S = 2.0  # the proxy's --header-timeout and --body-timeout (a bad chunk sent 0.3 s after its head must
@@ -101,13 +101,7 @@ def assert_healthy(proxy, replica) -> None:
     assert request(proxy.base_url, "GET", "/health")[0] == 200
     status, _, body = post(proxy.base_url, "/v1/completions", {"model": M, "prompt": "still there?", "max_tokens": 2})
     assert status == 200, body
-    deadline = time.monotonic() + 20  # generous: a busy machine may still be finishing a request
-    while time.monotonic() < deadline:
-        if metric(replica.base_url, "vllm:num_requests_running") == 0 and \
-                metric(replica.base_url, "vllm:kv_cache_usage_perc") == 0:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"KV blocks held once idle: {metric(replica.base_url, 'vllm:kv_cache_usage_perc')}")
+    wait_kv_free(replica.base_url)
 
 
 def test_every_case_has_an_expectation():

@@ -12,7 +12,8 @@ import json
 import pytest
 
 from chaos.reference.launcher import start_gateway
-from tests.protocol_abuse import Case, IdleConnections, cases, check, check_idle_closed, ensure_fds, send
+from tests.protocol_abuse import (AIOHTTP_EXPECT, Case, IdleConnections, cases, check, check_idle_closed, ensure_fds,
+                                  send)
 
 from ..http_util import post, request
 from .stub import Stub
@@ -22,27 +23,7 @@ TIMEOUT_S = 1.5  # header_timeout_s and body_timeout_s of this module's gateway
 IDLE = 1000
 CASES = cases("/v1/completions", json.dumps(BODY).encode())
 
-# (status, the connection closes after it); None: closed without an answer. As a replica's (the same aiohttp
-# server and serving.listen): see tests/reference/test_protocol_abuse.py.
-EXPECT = {
-    "request line over 8 KB (long URL)": (400, True),
-    "request line over 64 KB (long URL)": (400, True),
-    "one header over 8 KB": (400, True),
-    "one header over 64 KB": (400, True),
-    "100 headers, 10 KB in all": (200, False),
-    "200 headers, 4 KB in all": (400, True),
-    "700 headers, 70 KB in all": (400, True),
-    "chunk size not hex": (400, True),
-    "chunk size overflows 64 bits": (400, True),
-    "chunk size of 256 TB": (408, True),
-    "no CRLF after a chunk": (400, True),
-    "chunked with Content-Length too": (400, True),
-    "chunk size not hex, after the head": (408, True),
-    "chunk size overflows, after the head": (408, True),
-    "no CRLF after a chunk, after the head": (408, True),
-    "Content-Length over what is sent, client waits": (408, True),
-    "Content-Length over what is sent, client half-closes": (None, True),
-}
+EXPECT = AIOHTTP_EXPECT  # the same aiohttp server and serving.listen as a replica
 
 
 @pytest.fixture(scope="module")
