@@ -37,10 +37,11 @@ def register(sub, formatter) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines on stdout instead of the live view")
     p.set_defaults(func=cmd_run)
 
-    v = sub.add_parser("validate", help="check experiment or target files", formatter_class=formatter,
+    v = sub.add_parser("validate", help="check experiment, target or suite files", formatter_class=formatter,
                        description="Validate files against the published schema (see `chaos schema`); every "
-                                   "problem names file:line:column and the key.",
-                       epilog="example:\n  chaos validate experiments/*.yaml targets/*.yaml")
+                                   "problem names file:line:column and the key. A suite (game days, the gate) is "
+                                   "checked as `chaos gameday` loads it, each experiment it names included.",
+                       epilog="example:\n  chaos validate experiments/*.yaml targets/*.yaml gamedays/*.yaml")
     v.add_argument("files", nargs="+")
     v.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
     v.set_defaults(func=cmd_validate)
@@ -172,6 +173,11 @@ def cmd_validate(a) -> int:
             if isinstance(doc.data, dict) and "kind" in doc.data and "load" not in doc.data:
                 load_target(doc, _vars(a.var))
                 what = "target"
+            elif isinstance(doc.data, dict) and "experiments" in doc.data and "load" not in doc.data:
+                from ..suite.model import load_suite
+
+                suite = load_suite(path, _vars(a.var))  # as `chaos gameday` and `chaos gate` load it
+                what = f"suite of {len(suite.entries)} experiment(s)"
             else:
                 exp = load_experiment(path, _vars(a.var))
                 what = "experiment"

@@ -68,3 +68,20 @@ def test_not_a_suite_and_one_experiment_as_a_suite_of_one(tmp_path, monkeypatch)
     s = load_plan("experiments/kill-instance.yaml", {"USERS": "2"}, target="targets/builds/no-retries.yaml")
     (e,) = s.entries
     assert (e.name, e.vars, e.target) == ("kill-instance", {"USERS": "2"}, "targets/builds/no-retries.yaml")
+
+
+def test_chaos_validate_checks_the_shipped_suites_as_chaos_gameday_loads_them(tmp_path):
+    """`chaos validate` took a suite for an experiment, and refused every shipped one ("unknown key 'experiments'")."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-m", "chaos", "validate", "gamedays/nightly.yaml", "gates/upgrade.yaml"],
+                       capture_output=True, text=True, cwd=root, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gamedays/nightly.yaml: ok (suite of 4 experiment(s))" in r.stdout
+    bad = tmp_path / "suite.yaml"
+    bad.write_text("name: s\nexperiments:\n  - {file: nosuch.yaml}\n")
+    r = subprocess.run([sys.executable, "-m", "chaos", "validate", str(bad)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and f"{bad}:3:" in r.stderr and "experiment file 'nosuch.yaml' not found" in r.stderr
