@@ -161,10 +161,10 @@ def test_abusive_yaml_as_a_target_or_suite_is_refused_with_a_line(text, role):
 
 def test_the_draws_reached_both_sides():
     """Runs after the three above (file order): generators that stopped producing valid files, or invalid ones,
-    would make them pass without testing much. Three mutations of a base rarely leave it valid: ~9 % of suites
-    and ~14 % of targets load (1,000 each, derandomized)."""
+    would make them pass without testing much. Three mutations of a base rarely leave it valid: 9 % of suites
+    and 14 % of targets load in CI (1,000 each, derandomized), 4.6 % and 6.8 % of 10,000 drawn at random."""
     if not SEEN:
         pytest.skip("run with the generated tests above")
     for role in ("target", "suite"):
-        assert SEEN[f"{role} accepted"] >= EXAMPLES // 20 and SEEN[f"{role} refused"] >= EXAMPLES // 2, SEEN
+        assert SEEN[f"{role} accepted"] >= EXAMPLES // 40 and SEEN[f"{role} refused"] >= EXAMPLES // 2, SEEN
     assert SEEN["yaml refused"] >= EXAMPLES // 2, SEEN
