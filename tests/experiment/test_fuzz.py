@@ -116,9 +116,8 @@ def base(draw) -> dict:
             "verify": {"recovery_time": {"max": "10s", "window": "2s"}}}
 
 
-@st.composite
-def documents(draw) -> dict:
-    doc = base(draw)
+def mutate(draw, doc: dict, new_keys: list[str]) -> dict:
+    """Up to three mutations of doc, in place: a value replaced by a hostile one, a key dropped, a key added."""
     for _ in range(draw(st.integers(0, 3))):
         where = draw(st.sampled_from([p for p, _ in walk(doc) if p]))
         parent = doc
@@ -130,8 +129,13 @@ def documents(draw) -> dict:
         elif action == "drop" and isinstance(parent, dict):
             del parent[where[-1]]
         elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["extra", "lnk", "at", "type"]) | st.text(max_size=6))] = draw(VALUES)
+            parent[draw(st.sampled_from(new_keys) | st.text(max_size=6))] = draw(VALUES)
     return doc
+
+
+@st.composite
+def documents(draw) -> dict:
+    return mutate(draw, base(draw), ["extra", "lnk", "at", "type"])
 
 
 def check(text: str | bytes, tmp: str) -> str:
