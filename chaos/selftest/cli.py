@@ -70,7 +70,7 @@ def register(sub, formatter) -> None:
                f"  chaos selftest interrupts --long               # {LONG_TRIALS} trials: every family, every signal\n"
                "  chaos selftest interrupts --family llm --family toxics --trials 12 --seed 7\n"
                "  TOXIPROXY_URL=http://127.0.0.1:8474 chaos selftest interrupts --family toxics-url")
-    i.add_argument("--trials", type=int, help="how many (default: one a family; --long: %d)" % LONG_TRIALS)
+    i.add_argument("--trials", type=int, default=0, help=f"how many; 0: one a family (--long: {LONG_TRIALS})")
     i.add_argument("--long", action="store_true", help=f"{LONG_TRIALS} trials")
     i.add_argument("--seed", type=int, default=0, help="draws the order, the signals and the moments")
     i.add_argument("--family", action="append", choices=sorted(FAMILIES), help="only these (repeatable)")
@@ -143,7 +143,7 @@ def cmd_interrupts(a) -> int:
         skipped["docker"] = why
     count = a.trials or (LONG_TRIALS if a.long else len(names))
     if count < 1:
-        print("error: --trials must be >= 1", file=sys.stderr)
+        print("error: --trials must be 0 (one trial a family) or more", file=sys.stderr)
         return 2
     out = a.out or os.path.join("runs", time.strftime("selftest-interrupts-%Y%m%dT%H%M%SZ", time.gmtime()))
     os.makedirs(out, exist_ok=True)
