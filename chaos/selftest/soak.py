@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from ..run.journal import read_journal
 from ..run.procs import marked, run_id_for
 
 WINDOW_S = 5.0
@@ -118,20 +117,35 @@ class Sampler(threading.Thread):
         super().__init__(name="soak-sampler", daemon=True)
         self.run_dir, self.interval = run_dir, interval
         self.series: dict[int, Series] = {}
+        self._names: dict[int, str] = {}
+        self._offset = 0
         self._done = threading.Event()
 
     def names(self) -> dict[int, str]:
+        """pid -> name from the journal's lines written since the last call (the journal only grows: a soak's
+        has thousands of lines, read once each, not once a second)."""
         path = os.path.join(self.run_dir, "journal.jsonl")
-        out: dict[int, str] = {}
-        for e in read_journal(path) if os.path.exists(path) else []:
-            if e["event"] == "run_started":
-                out[e["pid"]] = "runner"
-            inst = e.get("instance") if e["event"] == "process_started" else None
-            if isinstance(inst, dict) and inst.get("pid"):
-                out[inst["pid"]] = str(inst.get("id"))
-            for p in e.get("processes") or [] if e["event"] == "load_started" else []:
-                out[p["pid"]] = "locust"
-        return out
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+            whole = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is read next time
+            self._offset += len(whole)
+            for line in whole.splitlines():
+                try:
+                    self._note(json.loads(line))
+                except ValueError:
+                    continue
+        return self._names
+
+    def _note(self, e: dict) -> None:
+        if e.get("event") == "run_started":
+            self._names[e["pid"]] = "runner"
+        inst = e.get("instance") if e.get("event") == "process_started" else None
+        if isinstance(inst, dict) and inst.get("pid"):
+            self._names[inst["pid"]] = str(inst.get("id"))
+        for p in e.get("processes") or [] if e.get("event") == "load_started" else []:
+            self._names[p["pid"]] = "locust"
 
     def run(self) -> None:
         run_id = run_id_for(self.run_dir)

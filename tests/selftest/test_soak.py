@@ -72,3 +72,17 @@ def test_the_short_soak_reverts_every_fault_keeps_records_flowing_and_no_process
     assert {"runner", "locust", "r0", "gw", "toxiproxy"} <= sampled, doc["memory"]
     assert any(n.startswith("llm-proxy") for n in sampled), sampled
     assert "problems: none" in r.stdout and "(not judged: under 6 cycles)" in r.stdout
+
+
+def test_the_sampler_names_processes_from_the_journal_read_once_a_line(tmp_path):
+    from chaos.selftest.soak import Sampler
+
+    journal = tmp_path / "journal.jsonl"
+    s = Sampler(str(tmp_path))
+    assert s.names() == {}
+    journal.write_text(json.dumps({"event": "run_started", "pid": 1}) + '\n{"event": "process_st')  # mid-write
+    assert s.names() == {1: "runner"}
+    with open(journal, "a") as f:
+        f.write('arted", "instance": {"pid": 2, "id": "r0"}}\n' + json.dumps({"event": "load_started",
+                                                                            "processes": [{"pid": 3}]}) + "\n")
+    assert s.names() == {1: "runner", 2: "r0", 3: "locust"}
