@@ -1,26 +1,46 @@
-"""One clock for the load user: Unix-second timestamps that never jump.
+"""One clock for the load: Unix-second timestamps that never jump, shared by every process of a run.
 
 A record's times are Unix seconds so they line up with the journal and the server's
 logs, but every interval (TTFT, inter-token gaps, E2E) must come from a monotonic clock:
 a wall-clock step (NTP, a VM resumed) of 17 s once showed up as a 16 s inter-token gap
 and ended a run early. So the wall clock is read once, at the anchor, and every later
-timestamp is that anchor plus a perf_counter delta. Intervals between two timestamps of
-one process are then exactly monotonic; the timestamps themselves drift from the system
-clock only by whatever step it took after the anchor (each Locust process anchors when it
-starts, so processes differ at most by a step taken between their starts).
+timestamp is that anchor plus a monotonic delta.
+
+The anchor is read once per run, by the driver, and handed to the Locust processes in
+the environment (CHAOS_CLOCK_ANCHOR): CLOCK_MONOTONIC is one clock for every process of
+the machine, so the driver, the runner's schedule and every record share one timeline
+exactly. Each process reading its own anchor was not enough: a CI machine whose wall clock
+stepped between the driver's anchor and Locust's start put every record seconds before
+the fault it was sent during ("error rate during the fault: -" on three runs in a row).
 """
 
 from __future__ import annotations
 
+import os
 import time
+
+ENV = "CHAOS_CLOCK_ANCHOR"
 
 
 class Clock:
     __slots__ = ("wall0", "mono0")
 
-    def __init__(self):
-        self.mono0 = time.perf_counter()
-        self.wall0 = time.time()
+    def __init__(self, wall0: float | None = None, mono0: float | None = None):
+        if wall0 is None or mono0 is None:
+            mono0, wall0 = time.perf_counter(), time.time()  # perf_counter is CLOCK_MONOTONIC on Linux
+        self.wall0, self.mono0 = wall0, mono0
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Clock":
+        """The run's clock when a driver handed one down, else a fresh anchor (a Locust file run by hand)."""
+        try:
+            wall0, mono0 = (float(x) for x in environ[ENV].split())
+        except (KeyError, ValueError):
+            return cls()
+        return cls(wall0, mono0)
+
+    def to_env(self) -> str:
+        return f"{self.wall0!r} {self.mono0!r}"
 
     def now(self) -> float:
         """Unix seconds, monotonic."""

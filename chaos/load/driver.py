@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
-from .clock import Clock
+from .clock import ENV as CLOCK_ENV, Clock
 from .errors import LoadError
 from ..records import read_new_records, read_records
 from .replayrun import ReplayRun
@@ -183,7 +183,9 @@ def _free_port() -> int:
 class LoadRun(ReplayRun):
     """One load test: start(), then poll() until done (or stop()), then result()."""
 
-    def __init__(self, cfg: LoadConfig, progress=print):
+    def __init__(self, cfg: LoadConfig, progress=print, clock: Clock | None = None):
+        """clock: the timeline the records are stamped on; a run passes its own, so its journal, faults and
+        scrapes share the records' timeline (by default the load anchors one when it starts)."""
         self.cfg = cfg
         self.progress = progress
         self.procs: list[subprocess.Popen] = []
@@ -198,10 +200,9 @@ class LoadRun(ReplayRun):
         self._tail_offset = 0
         self._tail: list = []  # the records of the live line's window, no more: a run's whole file is GBs
         self._seen = 0
-        self._newest = 0.0  # the latest end time of any record seen
-        self._clock = Clock()
+        self._clock = clock
         self._logs = []
-        self._mono_start = time.monotonic()
+        self.mono_start = time.monotonic()
         self.replay_window: tuple[int, bool] | None = None  # (requests owed, counted as lines) for a timed replay
         self.replay: dict | None = None
         self.replay_options = None  # replayopts.ReplayOptions of a replay workload (scrub, filter)
@@ -267,9 +268,10 @@ class LoadRun(ReplayRun):
             port = _free_port()
             main += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                      "--expect-workers", str(cfg.workers)]
-        self.t_start = time.time()
-        self._mono_start = time.monotonic()
-        self._clock = Clock()  # anchored with the Locust processes, whose record times share its timeline
+        self._clock = self._clock or Clock()  # the run's one anchor: the Locust processes get it
+        env[CLOCK_ENV] = self._clock.to_env()
+        self.t_start = self._clock.now()
+        self.mono_start = time.monotonic()
         self.main = self._spawn(main, env, "locust-master.log" if cfg.workers else "locust.log")
         for i in range(cfg.workers):
             self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
@@ -300,16 +302,14 @@ class LoadRun(ReplayRun):
     def live_line(self, window_s: float = 10.0) -> str:
         new = self.new_records()
         self._seen += len(new)
-        for r in new:
-            self._newest = max(self._newest, r.t_end or r.t_start)
         # "now" on the records' timeline, not time.time(): record times are an anchor plus monotonic deltas, so
         # after a wall-clock step time.time() would put every record outside the window (or inside it for good).
-        # This process's clock is anchored with Locust's and goes on while no request ends (an outage shows as
-        # "no completed requests"); the newest record wins if a step fell between the two anchors.
-        now = max(self._clock.now(), self._newest)
+        # Locust's processes share this clock's anchor, and it goes on while no request ends (an outage shows as
+        # "no completed requests").
+        now = self._clock.now()
         self._tail = recent = [r for r in self._tail + new if (r.t_end or r.t_start) >= now - window_s]
         s = summarize(recent, "recent", self.cfg.plan.open_loop, window_s) if recent else None
-        elapsed = time.monotonic() - self._mono_start
+        elapsed = time.monotonic() - self.mono_start
         stage = self.cfg.plan.stage_at(elapsed)
         name = stage[1].name if stage else "ending"
         if s is None:
@@ -359,7 +359,7 @@ class LoadRun(ReplayRun):
         while self.poll():
             time.sleep(0.2)
             now = time.monotonic()
-            if now - self._mono_start > limit:
+            if now - self.mono_start > limit:
                 self.notes.append(f"Locust did not stop by itself within {limit:.0f}s; it was stopped")
                 self.stop()
                 break

@@ -39,7 +39,7 @@ TIMEOUTS = CFG["timeouts"]
 RETRY = CFG["retry"]
 RECORD_MSG = "chaos_records"
 FLUSH_INTERVAL = 0.25
-CLOCK = Clock()  # every timestamp of this process: one wall-clock anchor plus monotonic deltas
+CLOCK = Clock.from_env()  # every timestamp: the run's one wall-clock anchor plus monotonic deltas
 now = CLOCK.now
 
 

@@ -23,6 +23,7 @@ from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
 from ..faults import FaultContext, FaultError, make_fault
+from ..load.clock import Clock
 from ..load.driver import LoadError, LoadRun
 from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
@@ -79,8 +80,11 @@ class Runner:
         self.view = view or View("plain")
         self.view.scrub = self.public
         self.signals = 0
-        self.started = time.time()  # the wall clock, read once: when the run began, for the report
-        self.started_m = time.monotonic()  # every duration and the schedule: immune to clock steps
+        # The wall clock, read once, when the run begins: the journal, the faults, the scrapes and (handed to
+        # Locust) every record are stamped on this one timeline, immune to clock steps.
+        self.clock = Clock()
+        self.started = self.clock.wall0
+        self.started_m = time.monotonic()  # every duration and the schedule
         self.mask = getattr(exp, "mask", None) or Masker()
         self.target = None
         self.load: LoadRun | None = None
@@ -106,12 +110,9 @@ class Runner:
         self.scraper = None  # chaos.run.scrape.Scraper: /metrics through the run, from before the load
 
     def now(self) -> float:
-        """Unix seconds on the records' clock: from the load's start on, its wall time plus monotonic time
-        since, as each load process stamps its records (chaos.load.clock). A wall-clock step (NTP, a VM
-        stalled or resumed) then moves neither the fault times nor the journal against the records."""
-        if self.load_m0 is None:
-            return time.time()
-        return self.load_t0 + (time.monotonic() - self.load_m0)
+        """Unix seconds on the records' clock (chaos.load.clock): a wall-clock step (NTP, a VM stalled or
+        resumed) moves neither the fault times nor the journal against the records."""
+        return self.clock.now()
 
     def public(self, obj):
         """obj with every secret scrubbed: the experiment's secret variables and API key (its mask, from
@@ -231,9 +232,9 @@ class Runner:
                           ignore_eos=self.exp.target.ignore_eos)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
-        self.load = LoadRun(cfg, progress=lambda m: None)
+        self.load = LoadRun(cfg, progress=lambda m: None, clock=self.clock)
         self.load.start()
-        self.load_t0, self.load_m0 = self.load.t_start, time.monotonic()
+        self.load_t0, self.load_m0 = self.load.t_start, self.load.mono_start
         procs = [{"pid": p.pid, "create_time": create_time(p.pid)} for p in self.load.procs]
         self.journal.write("load_started", processes=procs, plan=cfg.plan.to_dict()["kind"],
                            duration=cfg.plan.duration)

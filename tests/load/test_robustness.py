@@ -2,11 +2,12 @@
 loopback, the scripted server (tests/load/scripted_server.py)."""
 
 import os
+import time
 import sys
 
 import pytest
 
-from chaos.load.driver import LoadConfig, Timeouts, run_load
+from chaos.load.driver import LoadConfig, LoadRun, Timeouts, run_load
 from chaos.records import read_records
 from chaos.load.shapes import fixed
 from chaos.load.workloads import WorkloadSpec
@@ -102,3 +103,35 @@ def test_the_user_times_on_the_monotonic_clock_when_the_wall_clock_steps(tmp_pat
     records.sort(key=lambda r: r.t_start)
     assert all(a.t_end <= b.t_start + 0.01 for a, b in zip(records, records[1:]))  # one timeline throughout
     assert records[-1].t_end - records[0].t_start < 15
+
+
+@pytest.mark.slow
+def test_a_wall_clock_step_before_locust_starts_does_not_move_its_records(tmp_path, monkeypatch):
+    # CI once failed three runs in a row with "error rate during the fault: -": the Locust process read its own
+    # wall-clock anchor after the machine's clock had stepped, so every record sat seconds away from the faults.
+    # Here Locust's wall clock reads 60 s ahead from its first instant; its records must still sit on the
+    # driver's timeline, inside the time the load really ran.
+    from chaos.load.clock import Clock
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    trigger = tmp_path / "stepped"
+    trigger.touch()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *sys.path]))
+    monkeypatch.setenv("CHAOS_TEST_STEP_FILE", str(trigger))
+    monkeypatch.setenv("CHAOS_TEST_STEP_S", "60")
+    clock = Clock()
+    with ScriptedServer("ok", tokens=3) as srv:
+        cfg = LoadConfig(target=srv.url, plan=fixed(1, 20.0, max_requests=3), workload=CHAT,
+                         out_dir=str(tmp_path / "out"), timeouts=Timeouts(connect=5, first_token=10, total=15))
+        load = LoadRun(cfg, progress=lambda line: None, clock=clock)
+        load.start()
+        while load.poll():
+            time.sleep(0.1)
+        result = load.result()
+    finished = clock.now()
+    records = read_records(result.records_path)
+    assert len(records) == 3 and all(r.outcome == "ok" for r in records), records
+    assert all(load.t_start <= r.t_sched <= r.t_start <= r.t_end <= finished for r in records), \
+        [(r.t_start - load.t_start, finished - load.t_start) for r in records]

@@ -393,13 +393,14 @@ def test_records_read_back_keep_gaps_in_four_bytes(tmp_path):
 
 
 def _live_run(tmp_path):
-    """A LoadRun that reads a file the test writes, and a clock anchored when it was made (Locust's, in a run)."""
+    """A LoadRun that reads a file the test writes, and the run's clock it was given (Locust's, in a run)."""
     from chaos.load.clock import Clock
     from chaos.load.driver import LoadConfig, LoadRun
 
     cfg = LoadConfig(target="http://127.0.0.1:9", plan=fixed(2, 3600), workload=[(WorkloadSpec("chat"), 1)],
                      out_dir=str(tmp_path))
-    return LoadRun(cfg, progress=lambda _: None), Clock()
+    clock = Clock()
+    return LoadRun(cfg, progress=lambda _: None, clock=clock), clock
 
 
 def test_live_line_keeps_only_its_window(tmp_path):
@@ -432,3 +433,14 @@ def test_live_line_is_not_fooled_by_a_wall_clock_step(tmp_path, monkeypatch, ste
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() + step)
     assert "last 10s:     4 done" in run.live_line(10.0)
+
+
+def test_the_clock_travels_to_locust_exactly_and_a_bad_anchor_falls_back():
+    from chaos.load.clock import ENV, Clock
+
+    c = Clock()
+    same = Clock.from_env({ENV: c.to_env()})
+    assert (same.wall0, same.mono0) == (c.wall0, c.mono0) and abs(same.now() - c.now()) < 0.01
+    for bad in ({}, {ENV: ""}, {ENV: "1.0"}, {ENV: "x y"}):
+        fresh = Clock.from_env(bad)
+        assert abs(fresh.now() - __import__("time").time()) < 1.0
