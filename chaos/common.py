@@ -128,6 +128,44 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
+# -- the event loop ------------------------------------------------------------------------------------------
+
+EVENT_LOOP_ENV = "CHAOS_EVENT_LOOP"  # "uvloop" (the default where it is installed) or "asyncio"
+
+
+def event_loop_factory():
+    """(name, factory) of the event loop the proxies, the gateway and the reference server run on: uvloop where it
+    is installed (pip install 'llm-chaos[fast]'), unless CHAOS_EVENT_LOOP=asyncio; asyncio's own otherwise."""
+    wanted = os.environ.get(EVENT_LOOP_ENV, "uvloop").strip().lower()
+    if wanted not in ("uvloop", "asyncio"):
+        raise ValueError(f"{EVENT_LOOP_ENV}={wanted!r}: write uvloop or asyncio")
+    if wanted == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass  # the clean fallback: an optional dependency
+        else:
+            return "uvloop", uvloop.new_event_loop
+    import asyncio
+
+    return "asyncio", asyncio.new_event_loop
+
+
+def running_loop_name() -> str:
+    """"uvloop" or "asyncio": what the servers say when they start, so a user (and a bench) sees which it got."""
+    import asyncio
+
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+
+
+def run_event_loop(main):
+    """asyncio.run(main) on event_loop_factory()'s loop."""
+    import asyncio
+
+    with asyncio.Runner(loop_factory=event_loop_factory()[1]) as runner:
+        return runner.run(main)
+
+
 # -- processes -----------------------------------------------------------------------------------------------
 
 def count_lines(path: str) -> int:

@@ -189,9 +189,9 @@ def cmd_serve(args) -> int:
 
 
 def cmd_gateway(args) -> int:
-    import asyncio
     import json
 
+    from ..common import run_event_loop
     from .gateway.server import parse_upstreams, serve
     from .gateway.settings import GatewaySettings
 
@@ -222,7 +222,7 @@ def cmd_gateway(args) -> int:
     except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(settings, primaries, backups, args.host, args.port, args.drain_timeout))
+    return run_event_loop(serve(settings, primaries, backups, args.host, args.port, args.drain_timeout))
 
 
 def cmd_demo(args) -> int:

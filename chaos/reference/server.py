@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import time
@@ -11,6 +10,7 @@ from .api import ReferenceAPI, ServerSettings
 from .config import EngineConfig
 from .engine.async_engine import AsyncEngine
 from .engine.sequence import SamplingParams
+from ..common import run_event_loop, running_loop_name
 from .serving import ListenError, drain_on_signal, listen
 
 log = logging.getLogger("chaos.reference")
@@ -48,7 +48,8 @@ async def serve(settings: ServerSettings, config: EngineConfig, host: str, port:
     announce(f"chaos reference server {settings.replica_id} listening on http://{host}:{bound_port} "
              f"(model {settings.model_name}, {m.num_parameters() / 1e6:.1f}M parameters, "
              f"device {mr.device}{gpu}, {config.num_kv_blocks} KV blocks of {config.block_size}, "
-             f"max_model_len {config.max_model_len}, ready in {time.monotonic() - t0:.1f}s)")
+             f"max_model_len {config.max_model_len}, event loop {running_loop_name()}, "
+             f"ready in {time.monotonic() - t0:.1f}s)")
 
     unfinished = await drain_on_signal(api, settings.drain_timeout_s)
     await runner.cleanup()
@@ -64,7 +65,7 @@ def run(settings: ServerSettings, config: EngineConfig, host: str, port: int) ->
         print(line, flush=True)
 
     try:
-        return asyncio.run(serve(settings, config, host, port, announce))
+        return run_event_loop(serve(settings, config, host, port, announce))
     except ServeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@ import os
 import signal
 import sys
 
-from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration
+from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration, run_event_loop, \
+    running_loop_name
 
 from .effects import EFFECTS
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, RuleError, OSError) as e:
         print(f"chaos proxy llm: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(proxy, args.upstream))
+    return run_event_loop(_serve(proxy, args.upstream))
 
 
 async def _serve(proxy, upstream: str) -> int:
@@ -126,7 +127,8 @@ async def _serve(proxy, upstream: str) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host = f"[{proxy.host}]" if ":" in proxy.host else proxy.host
-    print(f"LLM fault proxy listening on http://{host}:{proxy.port} -> {upstream}", flush=True)
+    print(f"LLM fault proxy listening on http://{host}:{proxy.port} -> {upstream} (event loop {running_loop_name()})",
+          flush=True)
     await stop.wait()
     await proxy.stop()
     return 0

@@ -9,7 +9,8 @@ import socket
 import struct
 
 from .content import apply_content
-from .http1 import LAST_CHUNK, HTTPError, UpstreamError, body_framing, chunk, encode_head, iter_body, read_body
+from chaos.reference.http1 import (LAST_CHUNK, HTTPError, UpstreamError, batches, body_framing, chunk, encode_head,
+                                   iter_body, read_body, ready)
 from .stream import Event, StreamCtx, StreamEnd, split_events
 
 JSON_LIMIT = 16 * 1024 * 1024  # a plain answer whose content a fault rewrites is read whole, up to this
@@ -90,65 +91,23 @@ async def relay_response(r: asyncio.StreamReader, resp, method: str, ex) -> tupl
         return False, False  # cut short on either side: nothing more to do than close both
 
 
-def _ready(r: asyncio.StreamReader, kind: str) -> bool:
-    """Is the next piece of the body already whole in the reader's buffer (so taking it cannot wait)?"""
-    buf = r._buffer  # noqa: SLF001 - asyncio has no public peek
-    if not buf:
-        return False
-    if kind != "chunked":
-        return True
-    i = buf.find(b"\r\n")
-    if i < 0:
-        return False
-    try:
-        size = int(bytes(buf[:i]).split(b";", 1)[0], 16)
-    except ValueError:
-        return True  # iter_body raises on it at once
-    if size == 0:
-        return bytes(buf[i + 2:i + 4]) == b"\r\n"  # the end, no trailers
-    return len(buf) >= i + 2 + size + 2
-
-
 async def _relay_plain(r, w, framing, chunked: bool, head_bytes: bytes, ex) -> None:
-    """Relay the body as it comes. Whatever of it is already buffered goes in the same write as what precedes it
-    (the head with the first event, the last event with the end): on loopback each send costs ~0.1 ms, more than
-    everything else the relay does for a chunk."""
-    kind, left = framing
-    it = iter_body(r, framing).__aiter__()
-    out = [head_bytes]
+    """Relay the body as it comes, in http1.batches: the head goes with the first piece when that is here
+    already, and at once when it is not (a client waits for its status)."""
     ex.answered = True
-    done = kind == "none" or (kind == "length" and left == 0)
-
-    async def take() -> bool:
-        """One more piece of the body into out; False once the body has ended."""
-        nonlocal left
-        try:
-            piece = await it.__anext__()
-        except StopAsyncIteration:
-            return False
-        out.append(chunk(piece) if chunked else piece)
-        if kind == "length":
-            left -= len(piece)
-            return left > 0
-        return True
-
-    first = True
-    while not done:
-        if not first or _ready(r, kind):
-            done = not await take()
-            while not done and len(out) < 64 and _ready(r, kind):
-                done = not await take()
-        first = False
-        if done:
-            break
-        w.write(b"".join(out))
+    out = [head_bytes]
+    if not ready(r, framing[0]) and not (framing[0] == "none" or framing == ("length", 0)):
+        w.write(head_bytes)
         out = []
         await w.drain()
-    if chunked:
-        out.append(LAST_CHUNK)
-    if out:
-        w.write(b"".join(out))
-    await w.drain()
+    async for pieces, ended in batches(r, framing):
+        out += [chunk(p) for p in pieces] if chunked else pieces
+        if ended and chunked:
+            out.append(LAST_CHUNK)
+        if out:
+            w.write(b"".join(out))
+            out = []
+        await w.drain()
 
 
 async def _relay_sse(r, framing, ex, stream_runs, content_runs, chunked: bool, up_keep: bool):

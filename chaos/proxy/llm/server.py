@@ -16,7 +16,7 @@ from chaos.common import FAULT_TOKEN_HEADER, error_type_for, openai_error
 
 from . import admin
 from .base import Run
-from .http1 import HEAD_LIMIT, HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_body, read_head
+from chaos.reference.http1 import HEAD_LIMIT, HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_body, read_head
 from .relay import relay_response
 from .rules import Request, Rule
 

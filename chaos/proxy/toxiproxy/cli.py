@@ -8,7 +8,7 @@ import json
 import signal
 import sys
 
-from chaos.common import is_loopback
+from chaos.common import is_loopback, run_event_loop, running_loop_name
 
 DESCRIPTION = (
     "Run a Toxiproxy-compatible server: toxiproxy-server 2.12's HTTP API on --host:--port, and the proxies\n"
@@ -76,7 +76,7 @@ def serve(host: str = "127.0.0.1", port: int = 8474, populate: str | None = None
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    return asyncio.run(_serve(host, port, items))
+    return run_event_loop(_serve(host, port, items))
 
 
 async def _serve(host: str, port: int, items: list | None) -> int:
@@ -102,7 +102,7 @@ async def _serve(host: str, port: int, items: list | None) -> int:
             except ApiError as e:
                 # like toxiproxy-server: a bad config is reported and the server keeps running
                 print(f"error: populating from the config failed: {e.message}", file=sys.stderr)
-        print(f"toxiproxy-compatible API listening on {server.url}", flush=True)
+        print(f"toxiproxy-compatible API listening on {server.url} (event loop {running_loop_name()})", flush=True)
         await stop.wait()
     finally:
         await server.stop()

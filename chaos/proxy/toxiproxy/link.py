@@ -96,23 +96,30 @@ class Pipe:
     # -- the source side ------------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        if self.task is None and not self.firing:
+        if self.task is None and not self.firing and self.dst is not None:
             if not self.dst.is_closing():  # its peer may be gone before connection_lost has run
                 self.dst.write(data)  # the fast path
             return
         self.queue.append((self.loop.time(), data))
         self.queued += len(data)
         self._update_reading()
-        if self.task is None:
-            self.task = self.loop.create_task(self._run())
-        else:
-            self._wake()
+        self._kick()
 
     def feed_eof(self) -> None:
-        if self.task is None and not self.firing:
+        if self.task is None and not self.firing and self.dst is not None:
             self._finish_eof()
             return
         self.eof = True
+        self._kick()
+
+    def _kick(self) -> None:
+        """Run the queue, once there is somewhere to send it: on uvloop a client's first bytes can come before
+        the upstream is dialled (its transport reads even when paused in connection_made); Connection._dial
+        starts what waited."""
+        if self.dst is None:
+            if self.src is not None:
+                self.src.pause_reading()
+            return
         if self.task is None:
             self.task = self.loop.create_task(self._run())
         else:
@@ -286,7 +293,7 @@ class Connection:
         transport.set_write_buffer_limits(high=WRITE_HIGH)
         self.up.dst = self.down.src = transport
         for pipe in (self.up, self.down):
-            if pipe.firing and pipe.task is None:
+            if (pipe.firing or pipe.queue or pipe.eof) and pipe.task is None:
                 pipe.task = self.loop.create_task(pipe._run())
         self.client.resume_reading()
 

@@ -66,6 +66,8 @@ class Gateway:
             self._health_task.cancel()
         if self.session:
             await self.session.close()
+        for u in self.primary.upstreams + self.backup.upstreams:
+            u.conns.close()
 
     def build_app(self) -> web.Application:
         # read_body enforces the size limit (before reading, when Content-Length says); this is a backstop.
@@ -159,13 +161,16 @@ class Gateway:
                                      f"{self.queued} queued", "rate_limit_exceeded", rid)
         raw = await read_body(request, s.max_body_bytes)
         body = parse_envelope(raw, s.inspect_max_kb * 1024)
-        self.queued += 1
-        try:
-            await asyncio.wait_for(self.slots.acquire(), s.queue_timeout_s)
-        except TimeoutError:
-            return self._refuse(429, "waited too long for a free slot", "queue_timeout", rid)
-        finally:
-            self.queued -= 1
+        if self.slots.locked():  # wait_for costs a task: only a request that must queue pays for it
+            self.queued += 1
+            try:
+                await asyncio.wait_for(self.slots.acquire(), s.queue_timeout_s)
+            except TimeoutError:
+                return self._refuse(429, "waited too long for a free slot", "queue_timeout", rid)
+            finally:
+                self.queued -= 1
+        else:
+            await self.slots.acquire()  # free: returns at once
         self.in_flight += 1
         self.idle.clear()
         try:

@@ -11,16 +11,19 @@ import asyncio
 import json
 import time
 
-import aiohttp
 from aiohttp import web
 
 from ...common import parse_retry_after
+from ..http1 import HTTPError, Pool, batches, body_framing, encode_head, read_body, read_head
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
 from .upstreams import FirstByteDeadline, Upstream
 
 BUSY, ANSWER, BROKEN = "busy", "answer", "broken"
 RETRY_LATER = {408, 409, 429}  # a working replica asking to be asked again later, or elsewhere
+ERROR_LIMIT = 1 << 20  # an error answer is read whole (to classify it and pass it up), up to this
+ANSWER_LIMIT = 256 << 20  # a plain (not streamed) answer is read whole, up to this
+_BROKEN = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, HTTPError)
 
 
 class Failure:
@@ -61,13 +64,17 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
     body_s = len(raw) / 2**20 * s.auto_body_s_per_mb if raw else 0.0
     first_timeout += body_s if s.first_token_timeout == "auto" else 0.0
     total_timeout += body_s if s.total_timeout == "auto" else 0.0
-    headers = {"Content-Type": "application/json", "x-request-id": rid}
+    target = u.conns.upstream
+    headers = [("Host", target.host_header), ("Content-Type", "application/json"), ("Content-Length", str(len(raw))),
+               ("x-request-id", rid)]
     if "Authorization" in request.headers:
-        headers["Authorization"] = request.headers["Authorization"]
+        headers.append(("Authorization", request.headers["Authorization"]))
+    message = encode_head(f"POST {target.base}{path} HTTP/1.1", headers) + raw
     probing = u.breaker.begin()
     u.outstanding += 1
     t0 = time.monotonic()
-    resp = None
+    conn = None  # (reader, writer) while this attempt holds an upstream connection
+    reusable = False
     committed = None
     loop = asyncio.get_running_loop()
     deadline = None
@@ -76,32 +83,37 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
             # asyncio.timeout rather than wait_for: no extra task per await on the hot path. The upstream's
             # health check may bring the deadline forward (Upstream.abandon_waiting).
             async with FirstByteDeadline(u, first_timeout) as deadline:
-                resp = await gw.session.post(u.url + path, data=raw, headers=headers)
-                ctype = resp.headers.get("Content-Type", "application/json")
-                served = served_as or resp.headers.get("x-served-by") or u.name
+                conn, resp = await _send(u.conns, message)
+                status = int(resp.first[1])
+                framing = body_framing(resp, False, "POST")
+                keep = resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection") \
+                    and framing[0] != "close"
+                ctype = resp.get("content-type") or "application/json"
+                served = served_as or resp.get("x-served-by") or u.name
                 out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
                                "x-upstream": u.name}
-                if resp.status >= 400:
-                    data = await resp.read()
-                    kind = classify(resp.status, resp.headers, data)
+                if status >= 400:
+                    data = await read_body(conn[0], framing, ERROR_LIMIT)
+                    reusable = keep
+                    kind = classify(status, resp, data)
                     if kind is None:  # the client's mistake: pass it through, never retry it, blame nobody
-                        return web.Response(body=data, status=resp.status,
-                                            headers={**out_headers, "Content-Type": ctype})
-                    return Failure(kind, u, f"HTTP {resp.status}", resp.status, data, ctype,
-                                   parse_retry_after(resp.headers))
+                        return web.Response(body=data, status=status, headers={**out_headers, "Content-Type": ctype})
+                    return Failure(kind, u, f"HTTP {status}", status, data, ctype, parse_retry_after(resp))
                 # The answer's own type says whether it streams: the request's flag may not have been parsed.
                 stream = ctype.startswith("text/event-stream")
                 if stream:
-                    first = await resp.content.readany()
+                    pieces = batches(conn[0], framing)
+                    first, ended = await pieces.__anext__()
             if not stream:
                 async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-                    data = await resp.read()
+                    data = await read_body(conn[0], framing, ANSWER_LIMIT)
+                reusable = keep
                 u.record(True)
-                gw.latency.total.append(time.monotonic() - t0)
+                gw.latency.add("total", time.monotonic() - t0)
                 if body is not None and s.cache_size:
                     gw.remember(path, body, answer_from_json(data))
                 gw.metrics.served.labels(served_as or u.pool).inc()
-                return web.Response(body=data, status=resp.status, headers={**out_headers, "Content-Type": ctype})
+                return web.Response(body=data, status=status, headers={**out_headers, "Content-Type": ctype})
             if not first:
                 return Failure(BROKEN, u, "the stream ended before any data")
         except TimeoutError:
@@ -111,63 +123,111 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
                 return Failure(BROKEN, u, "stopped answering: marked unhealthy while this request waited",
                                released=True)
             return Failure(BROKEN, u, f"no first byte within {first_timeout:.1f}s")
-        except (aiohttp.ClientError, OSError) as e:
-            return Failure(BROKEN, u, type(e).__name__)
+        except _BROKEN as e:
+            return Failure(BROKEN, u, _why(e))
         # Commit: from here on nothing is retried.
-        gw.latency.ttft.append(time.monotonic() - t0)
-        committed = web.StreamResponse(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
+        gw.latency.add("first_token", time.monotonic() - t0)
+        committed = _Stream(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
                                                             "Cache-Control": "no-cache"})
         await committed.prepare(request)
         collector = SSECollector(keep=s.cache_size > 0 and body is not None)
-        collector.feed(first)
-        await committed.write(first)
-        upstream_failed = None
-        idle_s, idle = s.stream_idle_timeout_s, None
-        try:
-            async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-                async with asyncio.timeout(idle_s) as idle:  # None: no idle limit; moved on at every chunk
-                    while True:
-                        if idle_s is not None:  # only the wait for the upstream counts, not a slow client's
-                            idle.reschedule(loop.time() + idle_s)
-                        try:
-                            chunk = await resp.content.readany()
-                        except (aiohttp.ClientError, OSError) as e:
-                            upstream_failed = f"upstream {u.name} failed mid-stream: {type(e).__name__}"
-                            break
-                        if not chunk:
-                            break
-                        if idle_s is not None:
-                            idle.reschedule(None)
-                        collector.feed(chunk)
-                        await committed.write(chunk)  # as it came: token by token
-        except TimeoutError:
-            if idle is not None and idle.expired():
-                upstream_failed = f"upstream {u.name} sent nothing for {idle_s:g}s mid-stream"
-            else:
-                upstream_failed = f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
+        upstream_failed = await _relay_stream(u, pieces, first, ended, committed, collector, total_timeout, t0,
+                                              s.stream_idle_timeout_s)
+        if upstream_failed is None:
+            reusable = keep
         if upstream_failed is None and not collector.done:
             upstream_failed = f"upstream {u.name} ended the stream without [DONE]"
         if upstream_failed:
             u.record(False)
             gw.metrics.midstream_failures.inc()
             err = error_body(upstream_failed, "upstream_failed")
-            await committed.write(b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n")
+            await committed.write_eof(b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n")
         else:
             u.record(not collector.error)
-            gw.latency.total.append(time.monotonic() - t0)
+            gw.latency.add("total", time.monotonic() - t0)
             if not collector.error:
                 gw.remember(path, body, collector.answer())
-        await committed.write_eof()
         gw.metrics.served.labels(served_as or u.pool).inc()
         return committed
     except ConnectionResetError:
-        return committed  # the client left: the finally closes the upstream, which aborts it there too
+        return committed  # the client left: the finally closes the upstream connection, which aborts it there too
     finally:
         u.outstanding -= 1
         if probing and u.breaker.probe_in_flight:
             u.breaker.abandon_probe()  # no verdict (cancelled, client gone, a 4xx): never leave it half-open
-        if resp is not None:
-            if committed is not None and not resp.content.at_eof():
-                resp.close()
+        if conn is not None:
+            if reusable:
+                u.conns.put(*conn)
             else:
-                resp.release()
+                conn[1].close()
+
+
+class _Stream(web.StreamResponse):
+    """A streamed answer whose head goes out with its first data, in one send rather than two (aiohttp's
+    web.Response buffers its head the same way; a StreamResponse sends it at prepare()). The first data is
+    written right after prepare(), so a client never waits for the head."""
+
+    _send_headers_immediately = False
+
+
+async def _send(pool: Pool, message: bytes):
+    """((reader, writer), response head) for the request sent on a pooled connection; a kept-alive connection the
+    upstream had closed meanwhile (it said nothing) is replaced by a fresh one, once."""
+    for again in (True, False):
+        r, w, reused = await pool.get()
+        try:
+            w.write(message)
+            await w.drain()
+            resp = await read_head(r, False)
+            while resp is not None and resp.first[1].startswith("1"):
+                resp = await read_head(r, False)  # 100 Continue and friends: ours to swallow
+            if resp is None:
+                raise ConnectionResetError("the upstream closed the connection without answering")
+            return (r, w), resp
+        except BaseException as e:
+            w.close()
+            if not (again and reused and isinstance(e, (OSError, asyncio.IncompleteReadError))):
+                raise
+    raise AssertionError("not reached")
+
+
+async def _relay_stream(u: Upstream, pieces, first: list, ended: bool, committed, collector: SSECollector,
+                        total_timeout: float, t0: float, idle_s: float | None) -> str | None:
+    """Pass the stream on as it comes, a batch per write (the last with the end of the body); None when it ended
+    whole, else what went wrong upstream (the client's side raising ConnectionResetError is the caller's)."""
+    loop = asyncio.get_running_loop()
+    batch = first
+    idle = None
+    try:
+        async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
+            async with asyncio.timeout(idle_s) as idle:  # None: no idle limit; moved on at every batch
+                while True:
+                    data = b"".join(batch)
+                    collector.feed(data)
+                    if ended and collector.done:
+                        await committed.write_eof(data)
+                        return None
+                    if data:
+                        await committed.write(data)  # as it came: token by token
+                    if ended:
+                        return None
+                    if idle_s is not None:  # only the wait for the upstream counts, not a slow client's
+                        idle.reschedule(loop.time() + idle_s)
+                    try:
+                        batch, ended = await pieces.__anext__()
+                    except _BROKEN as e:
+                        return f"upstream {u.name} failed mid-stream: {_why(e)}"
+                    if idle_s is not None:
+                        idle.reschedule(None)
+    except TimeoutError:
+        if idle is not None and idle.expired():
+            return f"upstream {u.name} sent nothing for {idle_s:g}s mid-stream"
+        return f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, asyncio.IncompleteReadError):
+        return "the connection closed mid-answer"
+    if isinstance(e, HTTPError):
+        return f"a malformed answer ({e})"
+    return type(e).__name__

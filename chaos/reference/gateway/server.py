@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ...common import running_loop_name
 from ..serving import ListenError, drain_on_signal, listen
 from .app import Gateway
 from .settings import GatewaySettings
@@ -20,7 +21,7 @@ async def serve(settings: GatewaySettings, primaries, backups, host: str, port: 
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"chaos reference gateway listening on http://{host}:{bound} (primaries: "
-          f"{', '.join(n for n, _ in primaries)}; backups: {', '.join(n for n, _ in backups) or 'none'})", flush=True)
+          f"{', '.join(n for n, _ in primaries)}; backups: {', '.join(n for n, _ in backups) or 'none'}; event loop {running_loop_name()})", flush=True)
     await drain_on_signal(gw, drain_timeout)
     await runner.cleanup()
     await gw.close()

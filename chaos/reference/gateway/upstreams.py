@@ -15,6 +15,7 @@ from collections import deque
 
 import aiohttp
 
+from .. import http1
 from .breaker import CLOSED, CircuitBreaker
 from .settings import GatewaySettings
 
@@ -24,6 +25,7 @@ log = logging.getLogger("chaos.gateway")
 class Upstream:
     def __init__(self, name: str, url: str, settings: GatewaySettings, pool: str):
         self.name, self.url, self.pool = name, url.rstrip("/"), pool
+        self.conns = http1.Pool(http1.Upstream(self.url))  # kept-alive connections for requests (attempt.py)
         self.healthy = True  # optimistic until the first check says otherwise
         self.outstanding = 0
         self.consecutive_failures = 0
@@ -130,11 +132,22 @@ class Pool:
 
 
 class LatencyTracker:
-    """Recent successful upstream timings, for "auto" timeouts (1.5 x P99, as the seed advises)."""
+    """Recent successful upstream timings, for "auto" timeouts (1.5 x P99, as the seed advises).
+
+    Each P99 is computed again once EVERY new samples came, not per request: sorting 500 samples twice per request
+    was 4 % of the gateway's CPU at 50 streams, and a P99 over the last 500 moves little in 25."""
+
+    EVERY = 25
 
     def __init__(self, size: int = 500):
         self.ttft: deque[float] = deque(maxlen=size)
         self.total: deque[float] = deque(maxlen=size)
+        self._added = {"first_token": 0, "total": 0}
+        self._known: dict[str, tuple[int, float | None]] = {}  # kind -> (samples added when computed, P99)
+
+    def add(self, kind: str, seconds: float) -> None:
+        (self.ttft if kind == "first_token" else self.total).append(seconds)
+        self._added[kind] += 1
 
     @staticmethod
     def _p99(values) -> float | None:
@@ -143,10 +156,17 @@ class LatencyTracker:
         s = sorted(values)
         return s[min(len(s) - 1, int(0.99 * len(s)))]
 
+    def p99(self, kind: str) -> float | None:
+        added = self._added[kind]
+        known = self._known.get(kind)
+        if known is None or added - known[0] >= self.EVERY or (known[1] is None and added != known[0]):
+            known = self._known[kind] = (added, self._p99(self.ttft if kind == "first_token" else self.total))
+        return known[1]
+
     def timeout(self, kind: str, configured, floor: float, default: float) -> float:
         if configured != "auto":
             return float(configured)
-        p99 = self._p99(self.ttft if kind == "first_token" else self.total)
+        p99 = self.p99(kind)
         return default if p99 is None else max(floor, 1.5 * p99)
 
 

@@ -23,7 +23,8 @@ def test_cli_runs_with_rules_file_token_and_stops_on_sigterm(upstream, tmp_path)
                          stderr=subprocess.STDOUT, text=True, env=env)
     try:
         line = p.stdout.readline()
-        m = re.match(r"LLM fault proxy listening on http://127\.0\.0\.1:(\d+) -> (\S+)$", line.strip())
+        m = re.match(r"LLM fault proxy listening on http://127\.0\.0\.1:(\d+) -> (\S+) "
+                     r"\(event loop (uvloop|asyncio)\)$", line.strip())
         assert m and m.group(2) == upstream.url, line
         port = int(m.group(1))
         assert chat(port)[0] == 429 and chat(port)[0] == 200

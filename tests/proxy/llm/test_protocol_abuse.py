@@ -6,7 +6,7 @@ idle connections at once. After each: no 5xx, every error body OpenAI-shaped JSO
 /__chaos/health and the upstream's /health through it 200, a normal request relayed, and the replica's KV blocks
 all free again.
 
-The proxy parses HTTP/1.1 itself (chaos/proxy/llm/http1.py): a head up to 64 KB is valid to it and goes to the
+The proxy parses HTTP/1.1 itself (chaos/reference/http1.py, shared with the gateway): a head up to 64 KB is valid to it and goes to the
 upstream, whose answer (aiohttp's refusal, made JSON by chaos/reference/serving.py) is relayed; past 64 KB, and
 every bad body framing, it answers itself.
 """

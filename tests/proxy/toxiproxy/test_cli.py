@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import signal
 import socket
@@ -27,8 +28,10 @@ def test_cli_config_ready_line_and_sigterm(tmp_path, upstream, entry):
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         line = proc.stdout.readline().strip()
-        assert line.startswith("toxiproxy-compatible API listening on http://127.0.0.1:"), line
-        port = int(line.rsplit(":", 1)[1])
+        m = re.fullmatch(r"toxiproxy-compatible API listening on http://127\.0\.0\.1:(\d+) "
+                         r"\(event loop (uvloop|asyncio)\)", line)
+        assert m, line
+        port = int(m.group(1))
         st, _, body = api(port, "GET", "/proxies/from_config")
         assert st == 200 and json.loads(body)["enabled"] is True
         os.kill(proc.pid, signal.SIGTERM)

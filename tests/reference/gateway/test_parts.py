@@ -68,10 +68,15 @@ def test_auto_timeout_is_one_and_a_half_p99_with_floor_and_default():
     t = LatencyTracker()
     assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 10.0  # no samples yet
     assert t.timeout("first_token", 7.0, floor=2.0, default=10.0) == 7.0  # a number is taken as given
-    t.ttft.extend([0.1] * 99 + [4.0])
+    for v in [0.1] * 99 + [4.0]:
+        t.add("first_token", v)
     assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 6.0  # 1.5 x P99
+    assert t.timeout("total", "auto", floor=2.0, default=10.0) == 10.0  # each kind its own samples
     t.ttft.clear()
-    t.ttft.extend([0.1] * 50)
+    for _ in range(LatencyTracker.EVERY - 1):  # computed again only once EVERY samples came (not per request)
+        t.add("first_token", 0.1)
+    assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 6.0
+    t.add("first_token", 0.1)
     assert t.timeout("first_token", "auto", floor=2.0, default=10.0) == 2.0  # the floor
 
 
