@@ -300,11 +300,12 @@ class Gateway:
         return base * (0.5 + self.rng.random() * 0.5)  # jitter: between half and all of it
 
     def remember(self, path, body, answer) -> None:
+        """Keep an answer for the cache fallback. answer: its (text, finish_reason, usage, model), or a function
+        that parses them out, called only if the fallback ever serves it: parsing every streamed answer as it
+        ended cost the gateway a JSON parse per event of every request."""
         if body is None or answer is None:
             return
-        text, finish, usage, model = answer
-        self.cache.put(cache_key(path, body), Answer(text, finish, usage, model or body.get("model", ""),
-                                                     time.monotonic()))
+        self.cache.put(cache_key(path, body), Answer.of(answer, body.get("model", ""), time.monotonic()))
 
     async def _from_cache(self, request, answer: Answer, path, body, rid):
         stream = bool(body.get("stream"))

@@ -146,7 +146,7 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
             u.record(not collector.error)
             gw.latency.add("total", time.monotonic() - t0)
             if not collector.error:
-                gw.remember(path, body, collector.answer())
+                gw.remember(path, body, collector.deferred_answer())
         gw.metrics.served.labels(served_as or u.pool).inc()
         return committed
     except ConnectionResetError:

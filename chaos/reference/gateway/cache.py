@@ -29,6 +29,26 @@ class Answer:
     usage: dict
     model: str
     stored_at: float
+    parse: object = None  # a function giving (text, finish_reason, usage, model) or None, until it is first needed
+
+    @classmethod
+    def of(cls, answer, model: str, stored_at: float) -> "Answer":
+        """From a (text, finish_reason, usage, model) tuple, or a function that parses one out later."""
+        if callable(answer):
+            return cls("", "stop", {}, model, stored_at, answer)
+        text, finish, usage, got = answer
+        return cls(text, finish, usage, got or model, stored_at)
+
+    def resolved(self) -> bool:
+        """Parse what was deferred; False when it was no answer after all."""
+        if self.parse is None:
+            return True
+        got, self.parse = self.parse(), None
+        if got is None:
+            return False
+        self.text, self.finish_reason, self.usage, model = got
+        self.model = model or self.model
+        return True
 
 
 class AnswerCache:
@@ -50,7 +70,7 @@ class AnswerCache:
 
     def get(self, key: str | None) -> Answer | None:
         a = self._items.get(key) if key is not None else None
-        if a is None or self.clock() - a.stored_at > self.ttl_s:
+        if a is None or self.clock() - a.stored_at > self.ttl_s or not a.resolved():
             self.misses += 1
             if a is not None:
                 del self._items[key]

@@ -30,6 +30,13 @@ class SSECollector:
         else:
             self.keep = False
 
+    DEFER_MAX = 16 * 1024  # a stream up to this is kept raw and parsed only if the cache serves it (16 MB at most
+    # for the default 1,024 entries); a longer one is parsed now, so the cache holds its text, not its events
+
+    def deferred_answer(self):
+        """answer itself, to call later, for a short stream; else answer() now."""
+        return self.answer if self.keep and len(self._raw) <= self.DEFER_MAX else self.answer()
+
     def answer(self) -> tuple[str, str, dict, str] | None:
         """(text, finish_reason, usage, model) of the whole stream, or None when it was not kept."""
         if not self.keep:

@@ -7,6 +7,8 @@ import json
 import socket
 import time
 
+import pytest
+
 from .conftest import chat, request
 
 
@@ -157,3 +159,22 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_
     finally:
         time.sleep(0.3)  # the last handler's close
         server.close()
+
+
+def test_the_dechunker_takes_any_split_and_refuses_bad_framing():
+    import random
+
+    from chaos.reference.http1 import Dechunker, HTTPError
+
+    body = b"5\r\nhello\r\n1;ext=1\r\n \r\n10\r\n" + b"x" * 16 + b"\r\n0\r\nTrailer: t\r\n\r\nNEXT"
+    rng = random.Random(7)
+    for _ in range(200):
+        d, out, i = Dechunker(), [], 0
+        while i < len(body):
+            n = rng.randint(1, 9)
+            out += d.feed(body[i:i + n])
+            i += n
+        assert b"".join(out) == b"hello " + b"x" * 16 and d.done and d.rest == b"NEXT"
+    for bad in (b"zz\r\n", b"5\r\nhelloXX", b"1" * 17 + b"\r\n", b"9" * 20000):
+        with pytest.raises(HTTPError):
+            Dechunker().feed(bad)

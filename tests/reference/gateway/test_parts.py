@@ -235,3 +235,25 @@ def test_settings_take_whole_numbers_and_numbers_in_range():
                                    "stream_idle_timeout_s": 2})
     assert s.breaker_min_requests == 100 and s.max_body_bytes == 32 * 2**20
     assert s.stream_idle_timeout_s == 2 and GatewaySettings().stream_idle_timeout_s is None  # off unless asked
+
+
+def test_a_streamed_answer_is_parsed_only_when_the_cache_serves_it():
+    events = [{"model": "m1", "choices": [{"delta": {"content": "he"}}]},
+              {"choices": [{"delta": {"content": "llo"}, "finish_reason": "length"}], "usage": {"total_tokens": 3}}]
+    col = SSECollector()
+    col.feed(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n")
+    calls = []
+    deferred = col.deferred_answer()
+    assert callable(deferred)
+    clock = Clock()
+    c = AnswerCache(size=4, ttl_s=10, clock=clock)
+    c.put("k", Answer.of(lambda: calls.append(1) or deferred(), "asked", clock()))
+    assert calls == []  # nothing parsed while it sits in the cache
+    a = c.get("k")
+    assert (a.text, a.finish_reason, a.usage, a.model) == ("hello", "length", {"total_tokens": 3}, "m1")
+    assert c.get("k") is a and calls == [1]  # parsed once
+    c.put("bad", Answer.of(lambda: None, "asked", clock()))
+    assert c.get("bad") is None and len(c) == 1  # no answer after all: a miss, and gone
+    big = SSECollector()
+    big.feed(b"data: " + json.dumps({"choices": [{"delta": {"content": "x" * 20000}}]}).encode() + b"\n\n")
+    assert big.deferred_answer()[0] == "x" * 20000  # a long stream is parsed at once: the cache keeps text
