@@ -3,7 +3,8 @@ that every bench of a relay measures the relay and not its own client (not a ben
 
 - The upstream is an asyncio Protocol in its own process: each POST is answered with a chunked SSE stream, the
   first event after --first-ms, then --events - 1 more --gap-ms apart, on timers set from the request's arrival
-  (no drift); GET /health and /v1/models answer at once.
+  (no drift); a POST with "stream": false gets a small JSON answer at once, one with "big_mb": N a body of N MiB;
+  GET /health and /v1/models answer at once.
 - The client is an asyncio Protocol too, one keep-alive connection per stream: it parses nothing, it stamps each
   read and counts the events in it. Events a read brings together count a gap of 0 (they did arrive together).
   The former benches parsed every chunk with StreamReader.readuntil or aiohttp's line iterator: at 50 and 200
@@ -56,11 +57,20 @@ class _Upstream(asyncio.Protocol):
             size = int(m.group(1)) if m else 0
             if len(self.buf) < end + 4 + size:
                 return
-            head, self.buf = self.buf[:end], self.buf[end + 4 + size:]
-            self._answer(head)
+            head, body = self.buf[:end], self.buf[end + 4:end + 4 + size]
+            self.buf = self.buf[end + 4 + size:]
+            self._answer(head, body)
 
-    def _answer(self, head: bytes):
-        if head.startswith(b"POST"):
+    def _answer(self, head: bytes, body: bytes):
+        if head.startswith(b"POST") and b'"big_mb"' in body:  # a large plain body: throughput
+            n = json.loads(body)["big_mb"] << 20
+            self._send(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n"
+                       % n)
+            block = b"x" * (1 << 20)
+            for _ in range(n >> 20):
+                self._send(block)  # the transport buffers; the client reads as fast as it can
+            return
+        if head.startswith(b"POST") and b'"stream": false' not in body and b'"stream":false' not in body:
             loop = asyncio.get_running_loop()
             t0 = loop.time()
             loop.call_at(t0 + self.first, self._send, _SSE_HEAD + _FRAME)
@@ -158,23 +168,32 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] if s else float("nan")
 
 
-async def one_round(streams: list[_Stream], per_stream: int) -> dict:
-    ttft, gaps = [], []
+async def one_round(streams: list[_Stream], per_stream: int, stagger_s: float = 0.0, seed: int = 0) -> dict:
+    """per_stream requests on each stream, one after another. stagger_s: each stream starts after a random
+    delay up to it (the same delays for every path of a round), so N streams are N in flight with their
+    arrivals spread, as a service sees them; 0 sends every stream's first request in the same instant."""
+    import random
 
-    async def run(s):
+    ttft, gaps = [], []
+    delays = random.Random(seed).sample(range(len(streams)), len(streams))
+
+    async def run(s, i):
+        if stagger_s:
+            await asyncio.sleep(stagger_s * delays[i] / len(streams))
         for _ in range(per_stream):
             t, g = await s.stream()
             ttft.append(t)
             gaps.extend(g)
 
-    await asyncio.gather(*(run(s) for s in streams))
+    await asyncio.gather(*(run(s, i) for i, s in enumerate(streams)))
     return {"ttft50": pct(ttft, .5), "ttft99": pct(ttft, .99), "itl50": pct(gaps, .5), "itl99": pct(gaps, .99),
             "n": len(ttft)}
 
 
 async def compare(ports: dict[str, int], levels: list[tuple[int, int]], rounds: int, request: bytes,
-                  progress=None) -> dict:
-    """{(path, streams): [one_round results]}, paths interleaved every round, 'direct' first on even rounds."""
+                  progress=None, stagger_s: float = 0.0) -> dict:
+    """{(path, streams): [one_round results]}, paths interleaved every round, 'direct' first on even rounds.
+    stagger_s: see one_round (a single stream is never staggered)."""
     names = list(ports)
     conns = {(n, c): await open_streams(ports[n], c, request) for n in names for c, _ in levels}
     for (n, c), streams in conns.items():  # warm every connection (and the relays' upstream pools)
@@ -184,7 +203,7 @@ async def compare(ports: dict[str, int], levels: list[tuple[int, int]], rounds: 
         order = names if r % 2 == 0 else names[::-1]
         for c, per in levels:
             for n in order:
-                out[(n, c)].append(await one_round(conns[(n, c)], per))
+                out[(n, c)].append(await one_round(conns[(n, c)], per, stagger_s if c > 1 else 0.0, seed=r))
         if progress:
             progress(f"round {r + 1}/{rounds} done")
     for streams in conns.values():

@@ -1,9 +1,13 @@
 """What the LLM fault proxy (chaos proxy llm) adds, with no fault set: direct vs through it, in one run.
 
-An SSE upstream of our own (a raw asyncio server in a subprocess: every POST /v1/chat/completions with stream
-true gets --chunks chunks --gap-ms apart, so no model compute is measured), the proxy in another subprocess, and
-this process as the client. Interleaved rounds (direct, proxy, [agentbreak] in a rotating order); each figure is
-the median over rounds of (through - direct) of that round's percentile.
+The upstream and the streaming client are bench/_relay.py's (an asyncio Protocol upstream in a subprocess: every
+streamed POST gets --chunks events --gap-ms apart, so no model compute is measured; a client that only stamps its
+reads, the streams' arrivals spread over one stream's length), the proxy in another subprocess. Interleaved
+rounds (direct, proxy, [agentbreak] in a rotating order); each figure is the median over rounds of (through -
+direct) of that round's percentile. The streaming client used to parse every chunk with StreamReader calls: at
+50 and 200 streams on 2 cores it was the busiest process, and this bench read +6.8 / +28 ms where the proxy's
+own share was a fraction of it (BENCHMARKS section 8). The small-request and throughput rows keep that client:
+one request at a time, its cost is the same on both paths.
 
   python bench/l7_proxy.py            # 12 rounds
   python bench/l7_proxy.py --quick    # 10 rounds, fewer requests, smaller body
@@ -28,51 +32,10 @@ import sys
 import tempfile
 import time
 
+import _relay
 from _table import print_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# -- the upstream (runs in its own process) --------------------------------------------------------------------
-
-async def _upstream(port: int, chunks: int, gap: float) -> None:
-    event = b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "}}]}\n\n'
-    frame = b"%x\r\n%b\r\n" % (len(event), event)
-    done = b"data: [DONE]\n\n"
-    sse_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter):
-        try:
-            while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-                body = json.loads(await r.readexactly(int(m.group(1)))) if m else {}
-                if body.get("big_mb"):
-                    n = body["big_mb"] << 20
-                    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % n)
-                    block = b"x" * (1 << 20)
-                    for _ in range(body["big_mb"]):
-                        w.write(block)
-                        await w.drain()
-                elif body.get("stream"):
-                    w.write(sse_head + frame)
-                    for _ in range(chunks - 1):
-                        await asyncio.sleep(gap)
-                        w.write(frame)
-                    w.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(done), done))
-                else:
-                    small = b'{"id":"c","object":"chat.completion","choices":[]}'
-                    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
-                            % (len(small), small))
-                await w.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            w.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
-    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
-    await server.serve_forever()
 
 
 # -- the client ---------------------------------------------------------------------------------------------
@@ -132,17 +95,9 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-async def _streams(port: int, conns: list, per_conn: int) -> dict:
-    ttft, gaps = [], []
-
-    async def one(c):
-        for _ in range(per_conn):
-            _, first, g, _ = await _request(c, {"stream": True})
-            ttft.append(first)
-            gaps.extend(g)
-
-    await asyncio.gather(*(one(c) for c in conns))
-    return {"ttft50": _pct(ttft, .5), "ttft99": _pct(ttft, .99), "itl50": _pct(gaps, .5), "itl99": _pct(gaps, .99)}
+async def _streams(streams: list, per_conn: int, stagger_s: float) -> dict:
+    r = await _relay.one_round(streams, per_conn, stagger_s if len(streams) > 1 else 0.0)
+    return {k: v for k, v in r.items() if k != "n"}
 
 
 async def _keepalive(port: int, conn, n: int) -> dict:
@@ -169,7 +124,8 @@ async def _big(conn, mb: int) -> dict:
 
 async def _bench(targets: dict[str, int], args) -> dict:
     levels = (1, 50, 200)
-    conns = {(name, c): [await _conn(p) for _ in range(c)] for name, p in targets.items() for c in levels}
+    conns = {(name, c): await _relay.open_streams(p, c, _relay.chat_request()) for name, p in targets.items()
+             for c in levels}
     ka = {name: await _conn(p) for name, p in targets.items()}
     results: dict[str, list[dict]] = {name: [] for name in targets}
     names = list(targets)
@@ -178,8 +134,9 @@ async def _bench(targets: dict[str, int], args) -> dict:
         for name in order:
             port, res = targets[name], {}
             for c in levels:
-                per = args.seq_streams if c == 1 else 1
-                res.update({f"{k}@{c}": v for k, v in (await _streams(port, conns[(name, c)], per)).items()})
+                per = args.seq_streams if c == 1 else 3
+                got = await _streams(conns[(name, c)], per, args.stagger_s)
+                res.update({f"{k}@{c}": v for k, v in got.items()})
             res.update(await _keepalive(port, ka[name], args.small))
             res.update(await _fresh(port, args.small // 2))
             res.update(await _big(ka[name], args.big_mb))
@@ -187,7 +144,7 @@ async def _bench(targets: dict[str, int], args) -> dict:
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     for cs in conns.values():
         for c in cs:
-            c[1].close()
+            c.t.close()
     return results
 
 
@@ -257,17 +214,13 @@ def main() -> int:
     ap.add_argument("--agentbreak", default=shutil.which("agentbreak") or
                     ("/tmp/agentbreak-venv/bin/agentbreak" if os.path.exists("/tmp/agentbreak-venv/bin/agentbreak") else None),
                     help="agentbreak's executable, to measure it beside (default: found on PATH or /tmp/agentbreak-venv)")
-    ap.add_argument("--upstream-server", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.upstream_server:
-        asyncio.run(_upstream(0, args.chunks, args.gap_ms / 1000))
-        return 0
     args.rounds = args.rounds or (10 if args.quick else 12)
     args.seq_streams, args.small, args.big_mb = (10, 40, 64) if args.quick else (20, 100, 256)
+    args.stagger_s = args.chunks * args.gap_ms / 1000  # arrivals spread over one stream's length (bench/_relay.py)
     procs = []
     try:
-        up, up_port = _spawn([sys.executable, __file__, "--upstream-server", "--chunks", str(args.chunks),
-                              "--gap-ms", str(args.gap_ms)], r"PORT (\d+)")
+        up, up_port = _relay.start_upstream(0.0, args.gap_ms, args.chunks)
         procs.append(up)
         px, px_port = _spawn([sys.executable, "-m", "chaos.proxy.llm", "--listen", "127.0.0.1:0", "--upstream",
                               f"http://127.0.0.1:{up_port}"], r"listening on http://[^:]+:(\d+)", cwd=ROOT)

@@ -122,6 +122,10 @@ def main() -> int:
     ap.add_argument("--first-ms", type=float, default=10.0)
     ap.add_argument("--gap-ms", type=float, default=5.0)
     ap.add_argument("--events", type=int, default=24)
+    ap.add_argument("--burst", action="store_true",
+                    help="every stream's first request in the same instant (a thundering herd: the added TTFT is then "
+                         "about N/2 times a relay's CPU per request) instead of arrivals spread over one stream's "
+                         "length")
     ap.add_argument("--profile", metavar="RELAY",
                     help="record a py-spy flame graph of RELAY (its first loop) during the rounds: "
                          "bench/results/relay-RELAY.svg (and its collapsed stacks, relay-RELAY.txt)")
@@ -133,7 +137,8 @@ def main() -> int:
     if bad:
         ap.error(f"unknown relay or loop: {', '.join(bad)}")
     levels = [int(x) for x in a.levels.split(",")]
-    per = {1: 12 if a.quick else 20, 50: 2, 200: 1}
+    per = {1: 12 if a.quick else 20, 50: 4, 200: 3}
+    stagger = 0.0 if a.burst else (a.first_ms + (a.events - 1) * a.gap_ms) / 1000
     plan = [(c, per.get(c, 1)) for c in levels]
     procs: list[subprocess.Popen] = []
     try:
@@ -157,12 +162,15 @@ def main() -> int:
         load = os.getloadavg()
         print(f"relays: {', '.join(k for k in ports if k != 'direct')}")
         print(f"upstream: {a.events} SSE events, the first after {a.first_ms:g} ms, then every {a.gap_ms:g} ms; "
-              f"{rounds} rounds, paths alternated; cpus {os.cpu_count()}, load average at start "
+              f"{rounds} rounds, paths alternated; streams "
+              f"{'all started at once (--burst)' if a.burst else f'started over {stagger * 1000:.0f} ms (arrivals spread)'}"
+              f"; cpus {os.cpu_count()}, load average at start "
               f"{load[0]:.2f} {load[1]:.2f}", flush=True)
         t0 = time.monotonic()
         cpu0 = {k: _cpu_s(pid) for k, pid in pids.items()}
         results = asyncio.run(_relay.compare(ports, plan, rounds, _relay.chat_request(),
-                                             progress=lambda m: print(m, file=sys.stderr, flush=True)))
+                                             progress=lambda m: print(m, file=sys.stderr, flush=True),
+                                             stagger_s=stagger))
         cpu = {k: _cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
         for p in spy or ():
             p.send_signal(2)
