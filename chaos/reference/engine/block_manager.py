@@ -113,7 +113,10 @@ class BlockManager:
         self.append(seq, num_tokens)
 
     def can_append(self, seq: Sequence, num_tokens: int) -> bool:
-        return self.blocks_for(num_tokens) - len(seq.block_table) <= self.num_usable_free_blocks
+        need = self.blocks_for(num_tokens) - len(seq.block_table)
+        if need <= 0 and self.block_cap is None:
+            return True  # most decode steps: the last block has room, and without a cap nothing is over budget
+        return need <= self.num_usable_free_blocks  # under a cap, even no new block can be too many
 
     def append(self, seq: Sequence, num_tokens: int) -> None:
         """Grow the block table to cover num_tokens positions."""

@@ -46,6 +46,9 @@ class LLMEngine:
         self.model_runner = ModelRunner(config)
         self.block_manager = BlockManager(config.num_kv_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, self.block_manager)
+        # Read once per sequence per step (_append_token): kept as plain attributes, not looked up each time.
+        self.max_model_len = config.max_model_len
+        self.stop_ids = self.tokenizer.stop_ids
         self.seqs: dict[str, Sequence] = {}
         self.texts: dict[str, TextStream] = {}
         self.num_prompt_tokens_total = 0
@@ -131,28 +134,31 @@ class LLMEngine:
                              num_output_tokens=seq.num_output_tokens, error=message, error_status=500)
 
     def _append_token(self, seq: Sequence, token: int) -> RequestOutput:
-        first = seq.first_token_time is None
-        if first:
+        # Runs for every sequence of every step: lengths are read once, not through properties.
+        queue_time = None
+        if seq.first_token_time is None:
             seq.first_token_time = time.monotonic()
             self.num_prompt_tokens_total += seq.num_prompt_tokens  # once a request, cached or not (as vLLM)
-        seq.token_ids.append(token)
+            queue_time = seq.first_scheduled_time - seq.arrival_time
+        token_ids = seq.token_ids
+        token_ids.append(token)
         self.num_generation_tokens_total += 1
         params, text = seq.params, self.texts[seq.request_id]
+        num_output = len(token_ids) - seq.num_prompt_tokens
         reason = None
-        if token in self.tokenizer.stop_ids and not params.ignore_eos:
+        if token in self.stop_ids and not params.ignore_eos:
             reason = "stop"
         elif text.append(token):
             reason = "stop"
-        elif seq.num_output_tokens >= params.max_tokens or len(seq) >= self.config.max_model_len:
+        elif num_output >= params.max_tokens or len(token_ids) >= self.max_model_len:
             reason = "length"
-        queue_time = seq.first_scheduled_time - seq.arrival_time if first else None
         if reason is not None:
             self.scheduler.remove(seq)
             out = self._finish(seq, reason, last_token=token)
             out.queue_time = queue_time
             return out
         return RequestOutput(seq.request_id, text.take(final=False), (token,),
-                             num_prompt_tokens=seq.num_prompt_tokens, num_output_tokens=seq.num_output_tokens,
+                             num_prompt_tokens=seq.num_prompt_tokens, num_output_tokens=num_output,
                              num_cached_tokens=seq.num_cached_tokens, queue_time=queue_time)
 
     def _finish(self, seq: Sequence, reason: str, last_token: int | None = None,

@@ -137,23 +137,24 @@ class ModelRunner:
         # Every row a decode and every row sampled (a 1-token prefill chunk short of the end is neither).
         decode_only = not prefills and len(sampling) == len(seqs)
         flat = input_ids + positions + slot_mapping + ([] if decode_only else logits_indices)
-        tables = None
+        width = 0
         if decodes:
             lens = [s.num_computed_tokens + 1 for _, s in decodes]
             width = -(-max(lens) // bs)
-            tables = np.zeros((len(decodes), width), dtype=np.int64)  # padded with block 0, masked by lens
-            for i, (_, s) in enumerate(decodes):
-                row = s.block_table[:width]
-                tables[i, :len(row)] = row
             flat += lens + ([] if decode_only else [o for o, _ in decodes])
         chunk_tables = [s.block_table[:-(-(s.num_computed_tokens + s.scheduled_tokens) // bs)]
                         for _, s in prefills if s.num_computed_tokens > 0]
         for row in chunk_tables:
             flat += row
-        packed = np.array(flat, dtype=np.int64)
-        if tables is not None:
-            packed = np.concatenate([packed, tables.ravel()])
-        take = _Cursor(self._upload(packed))
+        if decodes:
+            # The decodes' block tables, [len(decodes), width] padded with block 0 (masked by lens), go into the
+            # same list: one conversion for the whole step instead of a numpy assignment per row.
+            pad = [0] * width
+            for _, s in decodes:
+                row = s.block_table[:width]
+                flat += row
+                flat += pad[len(row):]
+        take = _Cursor(self._upload(np.array(flat, dtype=np.int64)))
 
         t = len(input_ids)
         ids, pos = take(t), take(t)
@@ -168,8 +169,8 @@ class ModelRunner:
             start, n = s.num_computed_tokens, s.scheduled_tokens
             table = take(len(next(chunk_rows))) if start > 0 else None
             meta.prefills.append(PrefillChunk(offset, n, start + n, table))
-        if tables is not None:
-            meta.decode_block_tables = take(tables.size).view(tables.shape)
+        if decodes:
+            meta.decode_block_tables = take(len(decodes) * width).view(len(decodes), width)
         return ids, pos, meta, sampling
 
     def _upload(self, packed: np.ndarray) -> torch.Tensor:

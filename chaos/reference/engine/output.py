@@ -19,6 +19,9 @@ class TextStream:
 
     def append(self, token_id: int) -> bool:
         """Add a token's text; True when a stop string appeared (the text is cut before it)."""
+        if not self.stop:  # the common case, on every token of every step
+            self.text += self._decoder.feed(token_id)
+            return False
         before = len(self.text)
         self.text += self._decoder.feed(token_id)
         for s in self.stop:

@@ -24,17 +24,21 @@ class Sampler:
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
         if logits.shape[-1] > self.emittable_vocab:
             logits = logits[:, :self.emittable_vocab]
-        shared = [i for i, s in enumerate(seqs) if not s.params.greedy and s.params.seed is None]
+        shared: list[int] = []
+        seeded: list[int] = []
+        for i, s in enumerate(seqs):  # one pass: this runs for every row of every step
+            if not s.params.greedy:
+                (shared if s.params.seed is None else seeded).append(i)
         if len(shared) == len(seqs):  # the common sampled batch: no gather, no scatter
             return self._sample(logits, seqs, self.generator).tolist()
         ids = logits.argmax(dim=-1)
         if shared:
             ids[shared] = self._sample(logits[shared], [seqs[i] for i in shared], self.generator)
-        for i, seq in enumerate(seqs):
-            if not seq.params.greedy and seq.params.seed is not None:
-                if seq.generator is None:
-                    seq.generator = torch.Generator(device=self.device).manual_seed(seq.params.seed)
-                ids[i] = self._sample(logits[i:i + 1], [seq], seq.generator)[0]
+        for i in seeded:
+            seq = seqs[i]
+            if seq.generator is None:
+                seq.generator = torch.Generator(device=self.device).manual_seed(seq.params.seed)
+            ids[i] = self._sample(logits[i:i + 1], [seq], seq.generator)[0]
         return ids.tolist()
 
     def _sample(self, logits: torch.Tensor, seqs: list[Sequence], generator: torch.Generator) -> torch.Tensor:
