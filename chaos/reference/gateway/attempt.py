@@ -128,7 +128,7 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
         # Commit: from here on nothing is retried.
         gw.latency.add("first_token", time.monotonic() - t0)
         committed = _Stream(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
-                                                            "Cache-Control": "no-cache"})
+                                                 "Cache-Control": "no-cache"})
         await committed.prepare(request)
         collector = SSECollector(keep=s.cache_size > 0 and body is not None)
         upstream_failed = await _relay_stream(u, pieces, first, ended, committed, collector, total_timeout, t0,
