@@ -35,7 +35,6 @@ import time
 import _relay
 from _table import print_table
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # -- the client ---------------------------------------------------------------------------------------------
@@ -150,31 +149,8 @@ async def _bench(targets: dict[str, int], args) -> dict:
 
 # -- processes ------------------------------------------------------------------------------------------
 
-def _spawn(cmd: list[str], pattern: str, cwd: str | None = None, timeout: float = 30) -> tuple[subprocess.Popen, int]:
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                         start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        m = re.search(pattern, line)
-        if m:
-            return p, int(m.group(1))
-    p.kill()
-    raise RuntimeError(f"{cmd[0]} did not start: {' '.join(cmd)}")
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _agentbreak(bin_path: str, upstream_port: int, workdir: str) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = _relay.free_port()
     os.makedirs(os.path.join(workdir, ".agentbreak"), exist_ok=True)
     with open(os.path.join(workdir, ".agentbreak", "application.yaml"), "w") as f:
         f.write(f"llm:\n  enabled: true\n  mode: proxy\n  upstream_url: http://127.0.0.1:{upstream_port}\n"
@@ -222,8 +198,8 @@ def main() -> int:
     try:
         up, up_port = _relay.start_upstream(0.0, args.gap_ms, args.chunks)
         procs.append(up)
-        px, px_port = _spawn([sys.executable, "-m", "chaos.proxy.llm", "--listen", "127.0.0.1:0", "--upstream",
-                              f"http://127.0.0.1:{up_port}"], r"listening on http://[^:]+:(\d+)", cwd=ROOT)
+        px, px_port = _relay.spawn([sys.executable, "-m", "chaos.proxy.llm", "--listen", "127.0.0.1:0", "--upstream",
+                                    f"http://127.0.0.1:{up_port}"], r"listening on http://[^:]+:(\d+)")
         procs.append(px)
         targets = {"direct": up_port, "chaos": px_port}
         ab_note = "agentbreak: not measured (pass --agentbreak BIN; pip install agentbreak==0.4.6 in a venv)"

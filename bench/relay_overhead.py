@@ -27,10 +27,10 @@ import subprocess
 import sys
 import time
 import urllib.parse
-import urllib.request
 
 import _relay
 from _table import print_table
+from l4_proxy import make_proxy  # a proxy on a Toxiproxy API, its listen port back
 
 AIMS = {  # (relay, streams, figure): most ms it may add
     ("gateway", 1, "ttft50"): 0.5, ("gateway", 50, "ttft50"): 2.0, ("gateway", 200, "ttft50"): 5.0,
@@ -46,24 +46,6 @@ def _loops() -> list[str]:
     except ImportError:
         return ["asyncio"]
     return ["asyncio", "uvloop"]
-
-
-def _api(port: int, method: str, path: str, body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        data = r.read()
-        return json.loads(data) if data else None
-
-
-def _toxiproxy_listen(api_port: int, name: str, upstream: int) -> int:
-    try:
-        _api(api_port, "DELETE", f"/proxies/{name}")
-    except OSError:
-        pass
-    p = _api(api_port, "POST", "/proxies", {"name": name, "listen": "127.0.0.1:0",
-                                            "upstream": f"127.0.0.1:{upstream}"})
-    return int(p["listen"].rsplit(":", 1)[1])
 
 
 def start_relay(relay: str, loop: str, up: int, procs: list) -> int:
@@ -87,14 +69,14 @@ def start_relay(relay: str, loop: str, up: int, procs: list) -> int:
     procs.append(subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(api)],
                                   stdout=subprocess.DEVNULL, start_new_session=True, env=env, cwd=_relay.ROOT))
     _relay.wait_listening(api)
-    return _toxiproxy_listen(api, "bench", up)
+    return make_proxy(api, "bench", up)
 
 
 def start_real_toxiproxy(up: int, procs: list) -> int | None:
     url = os.environ.get("TOXIPROXY_URL")
     if url:
         u = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
-        return _toxiproxy_listen(u.port or 8474, "bench-relay", up)
+        return make_proxy(u.port or 8474, "bench-relay", up)
     exe = shutil.which("toxiproxy-server")
     if not exe:
         return None
@@ -102,7 +84,7 @@ def start_real_toxiproxy(up: int, procs: list) -> int | None:
     procs.append(subprocess.Popen([exe, "-host", "127.0.0.1", "-port", str(api)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True))
     _relay.wait_listening(api)
-    return _toxiproxy_listen(api, "bench-relay", up)
+    return make_proxy(api, "bench-relay", up)
 
 
 def _profile(pid: int, seconds: float, out: str) -> subprocess.Popen:
