@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -41,11 +42,7 @@ RELAYS = ("gateway", "llm-proxy", "toxiproxy")
 
 
 def _loops() -> list[str]:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return ["asyncio"]
-    return ["asyncio", "uvloop"]
+    return ["asyncio", "uvloop"] if importlib.util.find_spec("uvloop") else ["asyncio"]
 
 
 def start_relay(relay: str, loop: str, up: int, procs: list) -> int:

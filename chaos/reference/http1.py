@@ -124,6 +124,15 @@ def body_framing(head: Head, request: bool, method: str = "GET") -> tuple[str, i
     return ("none", 0) if request else ("close", 0)
 
 
+def chunk_size(line: bytes, bad: int) -> int:
+    """The size a chunk-size line gives (extensions dropped); HTTPError(bad) when it is not hex or overflows."""
+    digits = line.split(b";", 1)[0].strip()
+    if not _CHUNK_SIZE.fullmatch(digits):
+        what = "overflows" if re.fullmatch(rb"[0-9A-Fa-f]+", digits) else "is not hex"
+        raise HTTPError(f"chunk size {what}: {line[:40]!r}", bad)
+    return int(digits, 16)
+
+
 async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], request: bool = False,
                     limit: int | None = None):
     """The payload bytes as they arrive (chunked framing removed). Raises IncompleteReadError on a short body,
@@ -141,11 +150,7 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], requ
         bad, total = 400 if request else 502, 0
         while True:
             line = await _line(reader, bad)
-            digits = line.split(b";", 1)[0].strip()
-            if not _CHUNK_SIZE.fullmatch(digits):
-                what = "overflows" if re.fullmatch(rb"[0-9A-Fa-f]+", digits) else "is not hex"
-                raise HTTPError(f"chunk size {what}: {line[:40]!r}", bad)
-            size = int(digits, 16)
+            size = chunk_size(line, bad)
             if size == 0:
                 while (await _line(reader, bad)) != b"\r\n":
                     pass  # trailers: dropped (hop-by-hop in practice)
@@ -239,11 +244,7 @@ class Dechunker:
             if self.state == "trailers":
                 self.done = not line  # trailers: dropped (hop-by-hop in practice)
                 continue
-            digits = line.split(b";", 1)[0].strip()
-            if not _CHUNK_SIZE.fullmatch(digits):
-                what = "overflows" if re.fullmatch(rb"[0-9A-Fa-f]+", digits) else "is not hex"
-                raise HTTPError(f"chunk size {what}: {line[:40]!r}", 502)
-            self.left = int(digits, 16)
+            self.left = chunk_size(line, 502)
             self.state = "data" if self.left else "trailers"
         self.buf = buf[pos:]
         return out
