@@ -9,9 +9,7 @@ timestamp is that anchor plus a monotonic delta.
 The anchor is read once per run, by the driver, and handed to the Locust processes in
 the environment (CHAOS_CLOCK_ANCHOR): CLOCK_MONOTONIC is one clock for every process of
 the machine, so the driver, the runner's schedule and every record share one timeline
-exactly. Each process reading its own anchor was not enough: a CI machine whose wall clock
-stepped between the driver's anchor and Locust's start put every record seconds before
-the fault it was sent during ("error rate during the fault: -" on three runs in a row).
+exactly, even when the wall clock steps between the driver's start and Locust's.
 """
 
 from __future__ import annotations

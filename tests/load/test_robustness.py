@@ -107,10 +107,10 @@ def test_the_user_times_on_the_monotonic_clock_when_the_wall_clock_steps(tmp_pat
 
 @pytest.mark.slow
 def test_a_wall_clock_step_before_locust_starts_does_not_move_its_records(tmp_path, monkeypatch):
-    # CI once failed three runs in a row with "error rate during the fault: -": the Locust process read its own
-    # wall-clock anchor after the machine's clock had stepped, so every record sat seconds away from the faults.
-    # Here Locust's wall clock reads 60 s ahead from its first instant; its records must still sit on the
-    # driver's timeline, inside the time the load really ran.
+    # Each Locust process once read its own wall-clock anchor: a step of the machine's clock between the driver's
+    # start and Locust's would put every record seconds away from the faults. Here Locust's wall clock reads 60 s
+    # ahead from its first instant; its records must still sit on the driver's timeline, inside the time the load
+    # really ran.
     from chaos.load.clock import Clock
 
     site = tmp_path / "site"
