@@ -11,7 +11,7 @@ import threading
 from . import __version__
 
 # Which module registers each command. `chaos reference serve` (every replica start) imports only its own.
-COMMANDS = {"run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
+COMMANDS = {"init": "chaos.scaffold", "run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
             "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.cli",
             "proxy": "chaos.proxy.cli", "replay": "chaos.load.replaycli", "report": "chaos.report.cli", "gate": "chaos.gate.cli",
@@ -30,6 +30,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Chaos engineering and fault injection for LLM inference services.",
         epilog="examples:\n"
                "  chaos run experiments/kill-instance.yaml       # one experiment, start to report\n"
+               "  chaos init --base-url http://127.0.0.1:8000/v1  # a target and first experiments for your endpoint\n"
                "  chaos validate experiments/*.yaml\n"
                "  chaos reference serve --port 8000            # the bundled OpenAI-compatible server\n"
                "  chaos reference demo                         # start one, stream a few requests, stop it\n"
