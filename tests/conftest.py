@@ -86,3 +86,13 @@ def pytest_configure(config):
     if not writable:
         raise pytest.UsageError(f"pytest-xdist cannot group tests under pytest {pytest.__version__} (the whole runs "
                                 f"would run beside each other): pip install -e '.[test]' installs the pinned versions")
+
+
+@pytest.fixture(scope="package")
+def vendor():
+    """One reference server standing in for a vendor's endpoint (openai targets), for every run that needs one:
+    each run's proxies and records are its own, so the server carries nothing from one run to the next."""
+    from chaos.reference.launcher import start_server
+
+    with start_server(["--preset", "tiny", "--replica-id", "vendor"]) as srv:
+        yield srv

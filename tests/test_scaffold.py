@@ -10,7 +10,6 @@ import pytest
 
 from chaos.scaffold import InitError, settle, write
 
-from .run.conftest import vendor  # noqa: F401 - the fixture: a reference server standing in for an endpoint
 from .run.test_runs import chaos_run, skip_if_not_judged
 
 

@@ -30,16 +30,6 @@ verify:
 """
 
 
-@pytest.fixture(scope="package")
-def vendor():
-    """One reference server standing in for a vendor's endpoint (openai targets), for every run that needs one:
-    each run's proxies and records are its own, so the server carries nothing from one run to the next."""
-    from chaos.reference.launcher import start_server
-
-    with start_server(["--preset", "tiny", "--replica-id", "vendor"]) as srv:
-        yield srv
-
-
 def wait_until(pred, timeout=60.0, step=0.05) -> bool:
     """Poll pred until it holds or timeout s pass: for a state, never a guessed time."""
     deadline = time.monotonic() + timeout
