@@ -38,8 +38,9 @@ allow_remote: true         # not loopback: confirmed at `chaos init`; every requ
 """
 
 BASELINE = """\
-# What it proves: how {name} answers under a steady chat load with nothing broken, the numbers every later
-# experiment is compared with: P95/P99 latency and time to first token, with their intervals, and the error rate.
+# Proves: {name} holds its service level under a steady chat load with nothing broken.
+# The numbers every later experiment is compared with: P95/P99 latency and time to first token, with their
+# intervals, and the error rate.
 #   chaos run experiments/{name}-baseline.yaml                      # 60 s
 #   chaos run experiments/{name}-baseline.yaml --var LOAD_FOR=20s   # a quick look
 name: {name}-baseline
@@ -66,8 +67,9 @@ abort_when: {{error_rate: 50%, for: 10s}}
 """
 
 RATE_LIMITED = """\
-# What it proves: your client keeps its error budget when {name} rate-limits. The LLM fault proxy, between the
-# load and {name} (the client link), answers 30 % of requests with 429 and Retry-After for FAULT_FOR; the client
+# Proves: a client keeps its error budget when {name} rate-limits.
+# The LLM fault proxy, between the load and {name} (the client link), answers 30 % of requests with 429 and
+# Retry-After for FAULT_FOR; the client
 # retries with backoff, honouring Retry-After, so the error rate must stay within 5 %, and the report counts the
 # retries by cause. Nothing is changed on {name} itself: the fault lives in the proxy this run starts and stops.
 #   chaos run experiments/{name}-rate-limited.yaml

@@ -219,14 +219,53 @@ def cmd_list(a) -> int:
     if not files:
         print(f"no {folder}/*.yaml here", file=sys.stderr)
         return 0
+    width = max(len(f) for f in files)
     for f in files:
         try:
             d = read_file(f).data  # bounded: a hostile file in the folder costs a line, not the machine
             desc = (d.get("description") or d.get("kind", "")) if isinstance(d, dict) else ""
         except ExperimentError:
             desc = "(not a valid file: chaos validate says why)"
-        print(f"{f:<40} {str(desc).strip()[:100]}")
+        said = proves(f) if folder == "experiments" else _header(f)
+        print(f"{f:<{width}}  {said or _first_sentence(str(desc))}")
     return 0
+
+
+def proves(path: str) -> str | None:
+    """The file's `# Proves: ...` header line (what the experiment shows), if it starts with one."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for _ in range(20):
+                line = f.readline()
+                if not line.startswith("#"):
+                    return None
+                if line.startswith("# Proves:"):
+                    return line[len("# Proves:"):].strip()
+    except OSError:
+        return None
+    return None
+
+
+def _header(path: str) -> str | None:
+    """A target file's opening comment, its first sentence (what the target is)."""
+    lines = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for _ in range(20):
+                line = f.readline()
+                if not line.startswith("#"):
+                    break
+                lines.append(line.lstrip("#").strip())
+    except OSError:
+        return None
+    return _first_sentence(" ".join(lines)) if lines else None
+
+
+def _first_sentence(text: str, limit: int = 110) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    text = text if end < 0 else text[:end + 1]
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def cmd_schema(a) -> int:
