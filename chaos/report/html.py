@@ -20,6 +20,7 @@ from ..run.scrape import KEYS
 from . import plots
 from . import series as S
 from .comparehtml import comparison_html  # noqa: F401 - the comparison page shares this page's shell
+from .timeline import event_detail
 from .page import Page, badge, cell, esc
 from .servermetrics import summarize_metrics
 from .tables import advice_section, diagnosis_section, fmt_s, phases_section, recovery_section, stability_section
@@ -36,11 +37,6 @@ NOISY_EVENTS = {"run_started", "target_starting", "target_started", "process_sta
 
 def _rel(t, t0) -> str:
     return "" if t is None or t0 is None else f"{t - t0:+.1f}s"
-
-
-def _detail(e: dict, limit: int = 160) -> str:
-    d = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event") and not isinstance(v, (dict, list)))
-    return d[:limit]
 
 
 def _t0(report: dict) -> float | None:
@@ -100,7 +96,7 @@ def _events(r: dict, t0: float, lo: float, hi: float) -> list[plots.Event]:
         if lo <= x <= hi:
             label = f"restart {(e.get('instance') or {}).get('id', '')}".strip() if name == "process_started" \
                 else name
-            out.append(plots.Event(x, label, esc(_detail(e))))
+            out.append(plots.Event(x, label, esc(event_detail(e))))
     return out
 
 
@@ -243,7 +239,7 @@ def tail_sections(page: Page, r: dict) -> None:
     else:
         page.note("No faults.")
     page.h2("Timeline", "timeline")
-    rows = [[_rel(e.get("t"), t0), e.get("event"), _detail(e)] for e in r.get("timeline") or []]
+    rows = [[_rel(e.get("t"), t0), e.get("event"), event_detail(e)] for e in r.get("timeline") or []]
     if rows:
         page.table(["time", "event", "detail"], rows)
     else:

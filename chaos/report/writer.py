@@ -10,6 +10,7 @@ from ..records.summary import format_table
 from .inputs import inputs_markdown
 from .sections import diagnosis_markdown, phases_markdown, recovery_markdown, stability_markdown
 from .servermetrics import markdown_section as server_metrics_markdown
+from .timeline import event_detail
 
 
 def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[str, str, str, str | None]:
@@ -101,8 +102,8 @@ def markdown(r: dict, steps: list) -> str:
         lines.append("- none")
     lines += ["", "## Timeline", "", "| time | event | detail |", "|---|---|---|"]
     for e in r["timeline"]:
-        detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event") and not isinstance(v, (dict, list)))
-        lines.append(f"| {_ts(e['t'], t0)} | {e['event']} | {detail[:160]} |")
+        detail = event_detail(e).replace("|", "\\|")
+        lines.append(f"| {_ts(e['t'], t0)} | {e['event']} | {detail} |")
     if r.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
     lines += ["", "Files beside this one: `journal.jsonl`, `requests.jsonl` (one record a request), `report.json`, "

@@ -21,6 +21,15 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+# the figures drawn, each a .js-plotly-plot with its SVG: the page's own count (meta chaos-figures) must match
+READY = """(() => {
+  const want = +document.querySelector('meta[name="chaos-figures"]').content;
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const drawn = plots.filter(p => p.querySelector('.main-svg')).length;
+  return plots.length === want && drawn === want ? {want, plots: plots.length, drawn} : null;
+})()"""
+
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
 

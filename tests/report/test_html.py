@@ -17,16 +17,7 @@ from chaos.report.html import _step_axis, render_html, write_html
 from chaos.report.writer import write_reports
 
 from . import synthetic
-from .cdp import CDPError, find_chromium, inspect_page
-
-# the figures drawn, each a .js-plotly-plot with its SVG: the page's own count (meta chaos-figures) must match
-READY = """(() => {
-  const want = +document.querySelector('meta[name="chaos-figures"]').content;
-  const plots = [...document.querySelectorAll('.js-plotly-plot')];
-  const drawn = plots.filter(p => p.querySelector('.main-svg')).length;
-  return plots.length === want && drawn === want ? {want, plots: plots.length, drawn} : null;
-})()"""
-
+from .cdp import READY, CDPError, find_chromium, inspect_page
 
 def figures(page: str) -> int:
     return int(re.search(r'<meta name="chaos-figures" content="(\d+)">', page).group(1))
