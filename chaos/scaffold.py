@@ -37,6 +37,21 @@ REMOTE = """\
 allow_remote: true         # not loopback: confirmed at `chaos init`; every request may be billed
 """
 
+# The target, the load and the steady state both experiments share ({retries}: the rate-limited one retries).
+LOAD = """\
+target: targets/{name}.yaml
+load:
+  workload: chat
+  users: ${{USERS}}
+  duration: ${{LOAD_FOR}}
+  input_tokens: 30-80
+  output_tokens: 16-32
+{retries}  timeouts: {{connect: 5s, first_token: 30s, total: 60s}}
+steady_state:
+  window: 10s
+  slo: {{p95_latency: "${{P95:-10s}}", error_rate: 1%}}
+"""
+
 BASELINE = """\
 # Proves: {name} holds its service level under a steady chat load with nothing broken.
 # The numbers every later experiment is compared with: P95/P99 latency and time to first token, with their
@@ -50,18 +65,7 @@ description: >
 vars:
   USERS: 2
   LOAD_FOR: 60s
-target: targets/{name}.yaml
-load:
-  workload: chat
-  users: ${{USERS}}
-  duration: ${{LOAD_FOR}}
-  input_tokens: 30-80
-  output_tokens: 16-32
-  timeouts: {{connect: 5s, first_token: 30s, total: 60s}}
-steady_state:
-  window: 10s
-  slo: {{p95_latency: "${{P95:-10s}}", error_rate: 1%}}
-verify:
+{load}verify:
   status_codes: {{allowed: [200]}}
 abort_when: {{error_rate: 50%, for: 10s}}
 """
@@ -69,9 +73,9 @@ abort_when: {{error_rate: 50%, for: 10s}}
 RATE_LIMITED = """\
 # Proves: a client keeps its error budget when {name} rate-limits.
 # The LLM fault proxy, between the load and {name} (the client link), answers 30 % of requests with 429 and
-# Retry-After for FAULT_FOR; the client
-# retries with backoff, honouring Retry-After, so the error rate must stay within 5 %, and the report counts the
-# retries by cause. Nothing is changed on {name} itself: the fault lives in the proxy this run starts and stops.
+# Retry-After for FAULT_FOR; the client retries with backoff, honouring Retry-After, so the error rate must stay
+# within 5 %, and the report counts the retries by cause. Nothing is changed on {name} itself: the fault lives
+# in the proxy this run starts and stops.
 #   chaos run experiments/{name}-rate-limited.yaml
 name: {name}-rate-limited
 description: >
@@ -82,19 +86,7 @@ vars:
   LOAD_FOR: 45s
   FAULT_AT: 15s
   FAULT_FOR: 15s
-target: targets/{name}.yaml
-load:
-  workload: chat
-  users: ${{USERS}}
-  duration: ${{LOAD_FOR}}
-  input_tokens: 30-80
-  output_tokens: 16-32
-  retries: 3
-  timeouts: {{connect: 5s, first_token: 30s, total: 60s}}
-steady_state:
-  window: 10s
-  slo: {{p95_latency: "${{P95:-10s}}", error_rate: 1%}}
-faults:
+{load}faults:
   - {{type: http_error, name: limited-30pct, at: "${{FAULT_AT}}", link: client, status: 429, retry_after: 200ms,
      probability: 30%, seed: 11, duration: "${{FAULT_FOR}}"}}
 verify:
@@ -228,8 +220,10 @@ def write(plan: dict, root: str, force: bool) -> list[str]:
             key_line=f"api_key_env: {plan['key_env']}\n" if plan["key_env"] else "",
             remote=REMOTE.format(base_url=plan["base_url"]) if plan["remote"] else "",
             rpm=60 if plan["remote"] else 6000, concurrency=4 if plan["remote"] else 64),
-        os.path.join(root, "experiments", f"{name}-baseline.yaml"): BASELINE.format(name=name),
-        os.path.join(root, "experiments", f"{name}-rate-limited.yaml"): RATE_LIMITED.format(name=name),
+        os.path.join(root, "experiments", f"{name}-baseline.yaml"): BASELINE.format(
+            name=name, load=LOAD.format(name=name, retries="")),
+        os.path.join(root, "experiments", f"{name}-rate-limited.yaml"): RATE_LIMITED.format(
+            name=name, load=LOAD.format(name=name, retries="  retries: 3\n")),
     }
     there = [p for p in files if os.path.exists(p)]
     if there and not force:
