@@ -105,7 +105,7 @@ def test_a_slow_background_import_does_not_hold_the_fault_schedule(tmp_path):
     f = tmp_path / "gated.yaml"
     f.write_text(GATED)
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "CHAOS_TEST_SLOW_IMPORT_S": "15"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "CHAOS_TEST_SLOW_IMPORT_S": "10"}
     r = subprocess.run([sys.executable, "-m", "chaos", "run", str(f), "--out", str(run_dir)], capture_output=True,
                        text=True, timeout=240, env=env)
     assert (run_dir / "journal.jsonl").exists(), r.stdout[-2000:] + r.stderr[-2000:]
