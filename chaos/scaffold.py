@@ -172,15 +172,17 @@ def settle(a, ask) -> dict:
     if key_env and not ENV_NAME.match(key_env):
         raise InitError(f"--key-env {key_env!r} is not an environment variable name (the key itself is never "
                         f"given to chaos init: export it, and name the variable here)")
-    model = a.model or _discover_model(base_url, key_env, ask)
+    model = a.model or _discover_model(base_url, key_env, ask, remote)
     name = a.name or (ask and ask("a short name for the files", _default_name(u))) or _default_name(u)
     if not NAME.match(name):
         raise InitError(f"--name {name!r}: use lowercase letters, digits and '-' (at most 41), e.g. vllm-local")
     return {"base_url": base_url, "model": model, "key_env": key_env, "name": name, "remote": remote}
 
 
-def _discover_model(base_url: str, key_env: str, ask) -> str:
-    found = _models(base_url, key_env)
+def _discover_model(base_url: str, key_env: str, ask, remote: bool) -> str:
+    """GET /models of a loopback endpoint lists what it serves. A remote one is not asked: init sends nothing
+    beyond this machine (its first request to a vendor is the run's, within the limits the target file sets)."""
+    found = [] if remote else _models(base_url, key_env)
     if ask:
         answer = ask("model" + (f" (served: {', '.join(found[:5])})" if found else ""), found[0] if found else "")
         if answer:

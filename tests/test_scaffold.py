@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from chaos import scaffold
 from chaos.scaffold import InitError, settle, write
 
 from .run.test_runs import chaos_run, skip_if_not_judged
@@ -40,6 +41,15 @@ def test_a_remote_url_is_refused_unless_confirmed():
                   ask=lambda prompt, default: asked.append(prompt) or ("yes" if "billed" in prompt else default))
     assert plan["remote"] and plan["name"] == "example" and any("billed" in p for p in asked)
     assert settle(args(base_url="https://api.example.com/v1", model="m", allow_remote=True), ask=None)["remote"]
+
+
+def test_a_remote_endpoint_is_never_asked_for_its_models(monkeypatch):
+    def no_request(*a):
+        raise AssertionError("chaos init sent a request to a remote endpoint")
+
+    monkeypatch.setattr(scaffold, "_models", no_request)
+    with pytest.raises(InitError, match="give --model"):
+        settle(args(base_url="https://api.example.com/v1", allow_remote=True), ask=None)
 
 
 def test_missing_or_bad_values_say_what_to_give():
