@@ -231,33 +231,29 @@ def cmd_list(a) -> int:
     return 0
 
 
-def proves(path: str) -> str | None:
-    """The file's `# Proves: ...` header line (what the experiment shows), if it starts with one."""
+def _opening_comment(path: str, lines: int = 20) -> list[str]:
+    """The comment lines a file opens with, '#' stripped (each read bounded: a hostile file costs nothing)."""
+    out = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for _ in range(20):
-                line = f.readline()
+            for _ in range(lines):
+                line = f.readline(4096)
                 if not line.startswith("#"):
-                    return None
-                if line.startswith("# Proves:"):
-                    return line[len("# Proves:"):].strip()
+                    break
+                out.append(line.lstrip("#").strip())
     except OSError:
-        return None
-    return None
+        pass
+    return out
+
+
+def proves(path: str) -> str | None:
+    """What an experiment shows: its `# Proves: ...` header line, if it has one."""
+    return next((c[len("Proves:"):].strip() for c in _opening_comment(path) if c.startswith("Proves:")), None)
 
 
 def _header(path: str) -> str | None:
     """A target file's opening comment, its first sentence (what the target is)."""
-    lines = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for _ in range(20):
-                line = f.readline()
-                if not line.startswith("#"):
-                    break
-                lines.append(line.lstrip("#").strip())
-    except OSError:
-        return None
+    lines = _opening_comment(path)
     return _first_sentence(" ".join(lines)) if lines else None
 
 
