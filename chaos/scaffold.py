@@ -189,8 +189,9 @@ def _discover_model(base_url: str, key_env: str, ask, remote: bool) -> str:
             return answer
     elif len(found) == 1:
         return found[0]
-    raise InitError("give --model" + (f" (the endpoint serves {', '.join(found[:5])})" if found else
-                                      " (GET /models did not answer with a list)"))
+    why = (f"the endpoint serves {', '.join(found[:5])}" if found else
+           "init asks only a loopback endpoint for its models" if remote else "GET /models did not answer with a list")
+    raise InitError(f"give --model ({why})")
 
 
 def _models(base_url: str, key_env: str) -> list[str]:
