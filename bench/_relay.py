@@ -241,14 +241,12 @@ def spawn(cmd: list[str], pattern: str, env: dict | None = None, timeout: float 
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
+    """Each process this bench started (each leads a session of its own), its group with it: SIGTERM, then SIGKILL
+    after 5 s (chaos.common.stop_group)."""
+    from chaos.common import stop_group
+
     for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_group(p.pid, None, grace=5.0, proc=p)
 
 
 def free_port() -> int:

@@ -210,12 +210,7 @@ def main() -> int:
             ab_note = f"agentbreak: {args.agentbreak} (llm mode proxy, no scenarios)"
         results = asyncio.run(_bench(targets, args))
     finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _relay.stop(procs)
     headers = ["metric", "direct", "chaos proxy", "chaos added"]
     if "agentbreak" in results:
         headers += ["agentbreak", "agentbreak added"]

@@ -196,8 +196,8 @@ def ready(r: asyncio.StreamReader, kind: str) -> bool:
     if i < 0:
         return False
     try:
-        size = int(bytes(buf[:i]).split(b";", 1)[0], 16)
-    except ValueError:
+        size = chunk_size(bytes(buf[:i]), 502)
+    except HTTPError:
         return True  # iter_body raises on it at once
     if size == 0:
         return bytes(buf[i + 2:i + 4]) == b"\r\n"  # the end, no trailers
