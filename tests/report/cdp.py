@@ -144,6 +144,10 @@ async def _inspect(binary: str, path: str, ready_js: str | None, screenshot: str
                     s = _Session(ws)
                     for domain in ("Runtime", "Log", "Network", "Page"):
                         await s.send(f"{domain}.enable")
+                    # The page's viewport is width x height exactly: --window-size counts the window's own frame,
+                    # which left a 1280 x 1600 shot 1457 px tall.
+                    await s.send("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                                 deviceScaleFactor=1, mobile=False)
                     await s.send("Page.navigate", url=url)
                     await s.wait_event("Page.loadEventFired", timeout)
                     if ready_js:

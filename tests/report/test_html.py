@@ -5,6 +5,9 @@ import json
 import os
 import re
 import shutil
+import struct
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -264,3 +267,21 @@ def test_a_real_run_writes_page_and_junit(real_run):
     assert figures(page) >= 3  # latency, throughput, TTFT at least
     assert "kill_instance" in body(page)
     assert_clean(open_page(str(out / "report.html")))
+
+
+@pytest.mark.slow
+def test_the_readme_screenshot_script_shoots_a_real_report(real_run, tmp_path):
+    """scripts/screenshot.py, as the README's picture is taken: a real run's page, every figure drawn, a PNG."""
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium): no screenshot")
+    out, _, _ = real_run
+    png = tmp_path / "report.png"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "scripts", "screenshot.py"), str(out), "--out", str(png),
+                        "--width", "1000", "--height", "700"], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk: the page's size, as asked
+    assert (width, height) == (1000, 700) and len(data) > 20_000, (width, height, len(data))
+    assert f"wrote {os.path.relpath(png)}" in r.stdout
