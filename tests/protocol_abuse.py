@@ -38,8 +38,8 @@ class Answer:
     closed: bool = False  # the server closed the connection after the answer
     raw: bytes = b""
 
-# What the reference server and the gateway answer (both listen through chaos/reference/serving.py, aiohttp's
-# parser): (status, the connection closes after it); None: closed without an answer.
+# What the reference server answers (it listens through chaos/reference/serving.py, aiohttp's parser): (status,
+# the connection closes after it); None: closed without an answer.
 AIOHTTP_EXPECT = {
     "request line over 8 KB (long URL)": (400, True),
     "request line over 64 KB (long URL)": (400, True),

@@ -135,9 +135,10 @@ def chunk_size(line: bytes, bad: int) -> int:
 
 async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], request: bool = False,
                     limit: int | None = None):
-    """The payload bytes as they arrive (chunked framing removed). Raises IncompleteReadError on a short body,
-    HTTPError on bad chunked framing (400 for a request's body, 502 for a response's) and, with limit, 413 as soon
-    as a chunk's size says the body would pass it (before that chunk is read)."""
+    """The payload bytes as they arrive (chunked framing removed: what one read brings is decoded at once, by the
+    Dechunker). Raises IncompleteReadError on a short body, HTTPError on bad chunked framing (400 for a request's
+    body, 502 for a response's) and, with limit, 413 as soon as a chunk's size says the body would pass it (before
+    that chunk is read)."""
     kind, n = framing
     if kind == "length":
         while n > 0:
@@ -147,31 +148,27 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], requ
             n -= len(piece)
             yield piece
     elif kind == "chunked":
-        bad, total = 400 if request else 502, 0
-        while True:
-            line = await _line(reader, bad)
-            size = chunk_size(line, bad)
-            if size == 0:
-                while (await _line(reader, bad)) != b"\r\n":
-                    pass  # trailers: dropped (hop-by-hop in practice)
-                return
-            total += size
-            if limit is not None and total > limit:
-                raise HTTPError(f"body over {limit} bytes", 413)
-            data = await reader.readexactly(size + 2)
-            if data[-2:] != b"\r\n":
-                raise HTTPError(f"chunk data not followed by CRLF (the chunk size says {size} bytes)", bad)
-            yield data[:-2]
+        dechunk, total = Dechunker(400 if request else 502), 0
+        while not dechunk.done:
+            data = await reader.read(PIECE)
+            if not data:
+                raise asyncio.IncompleteReadError(b"", None)
+            pieces = dechunk.feed(data)
+            total += sum(map(len, pieces))
+            if limit is not None and total + dechunk.left > limit:  # left: what the chunk being read still owes
+                raise HTTPError(too_large(limit), 413)
+            if pieces:
+                yield pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if dechunk.rest:  # the next request (pipelined) or whatever follows: left for the next reader
+            reader._buffer[0:0] = dechunk.rest  # noqa: SLF001 - asyncio has no public unread
     elif kind == "close":
         while piece := await reader.read(PIECE):
             yield piece
 
 
-async def _line(reader: asyncio.StreamReader, bad: int) -> bytes:
-    try:
-        return await reader.readuntil(b"\r\n")
-    except asyncio.LimitOverrunError:
-        raise HTTPError("a chunk size or trailer line over the reader's limit", bad) from None
+def too_large(limit: int, size: int | None = None) -> str:
+    got = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return f"The request body is too large ({got}); the limit is {limit} bytes."
 
 
 async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limit: int,
@@ -180,7 +177,7 @@ async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limi
     async for piece in iter_body(reader, framing, request, limit):
         total += len(piece)
         if total > limit:
-            raise HTTPError(f"body over {limit} bytes", 413)
+            raise HTTPError(too_large(limit), 413)
         parts.append(piece)
     return b"".join(parts)
 
@@ -206,14 +203,15 @@ def ready(r: asyncio.StreamReader, kind: str) -> bool:
 
 class Dechunker:
     """The chunked transfer coding (RFC 9112 §7.1) taken off bytes fed in pieces of any size: what a relay reads
-    at once is decoded at once, with no await per chunk (iter_body awaits two reads per chunk, which cost the
-    gateway more than the send). done: the last chunk and the trailers have passed; rest: bytes after them."""
+    at once is decoded at once, with no await per chunk (awaiting a read per size line and per chunk cost the
+    gateway more than the send). done: the last chunk and the trailers have passed; rest: bytes after them; bad:
+    the status of an HTTPError for bad framing (400 for a request's body, 502 for an upstream's answer)."""
 
-    __slots__ = ("buf", "done", "left", "state")
+    __slots__ = ("bad", "buf", "done", "left", "state")
     LINE_LIMIT = 16 * 1024
 
-    def __init__(self):
-        self.buf, self.state, self.left, self.done = b"", "size", 0, False
+    def __init__(self, bad: int = 502):
+        self.buf, self.state, self.left, self.done, self.bad = b"", "size", 0, False, bad
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self.buf + data if self.buf else data
@@ -231,20 +229,20 @@ class Dechunker:
                 if len(buf) - pos < 2:
                     break
                 if buf[pos:pos + 2] != b"\r\n":
-                    raise HTTPError("chunk data not followed by CRLF", 502)
+                    raise HTTPError("chunk data not followed by CRLF", self.bad)
                 pos += 2
                 self.state = "size"
                 continue
             i = buf.find(b"\r\n", pos)
             if i < 0:
                 if len(buf) - pos > self.LINE_LIMIT:
-                    raise HTTPError("a chunk size or trailer line over 16 KB", 502)
+                    raise HTTPError("a chunk size or trailer line over 16 KB", self.bad)
                 break
             line, pos = buf[pos:i], i + 2
             if self.state == "trailers":
                 self.done = not line  # trailers: dropped (hop-by-hop in practice)
                 continue
-            self.left = chunk_size(line, 502)
+            self.left = chunk_size(line, self.bad)
             self.state = "data" if self.left else "trailers"
         self.buf = buf[pos:]
         return out

@@ -29,6 +29,7 @@ import sys
 from aiohttp import http_exceptions, web
 
 from ..common import error_type_for, openai_error
+from .http1 import too_large
 
 
 class ListenError(RuntimeError):
@@ -249,9 +250,13 @@ async def listen(app: web.Application, host: str, port: int, *, header_timeout: 
         await site.start()
     except OSError as e:
         await runner.cleanup()
-        raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}. Is another server using the port? "
-                          f"Choose another with --port (0 picks a free one).") from None
+        raise listen_error(host, port, e) from None
     return runner, runner.addresses[0][1]
+
+
+def listen_error(host: str, port: int, e: OSError) -> ListenError:
+    return ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}. Is another server using the port? "
+                       f"Choose another with --port (0 picks a free one).")
 
 
 def json_content_type_error(content_type: str) -> str | None:
@@ -278,8 +283,7 @@ class BodyTooLarge(Exception):
     """A request body over its limit: size from Content-Length, None when a chunked body ran past it."""
 
     def __init__(self, size: int | None, limit: int):
-        got = f"{size} bytes" if size is not None else f"more than {limit} bytes"
-        super().__init__(f"The request body is too large ({got}); the limit is {limit} bytes.")
+        super().__init__(too_large(limit, size))
         self.size, self.limit = size, limit
 
 

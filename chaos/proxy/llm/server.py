@@ -12,11 +12,12 @@ import threading
 import time
 import traceback
 
-from chaos.common import FAULT_TOKEN_HEADER, error_type_for, openai_error
+from chaos.common import FAULT_TOKEN_HEADER, openai_error
+from chaos.reference.h1server import REASONS, Server, error_body, linger, quiet, read_whole, send_json
+from chaos.reference.http1 import HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_head
 
 from . import admin
 from .base import Run
-from chaos.reference.http1 import HEAD_LIMIT, HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_body, read_head
 from .relay import relay_response
 from .rules import Request, Rule
 
@@ -24,40 +25,6 @@ BUFFER_LIMIT = 4 * 1024 * 1024  # request bodies up to this are read whole (matc
 IDLE_S = 300.0  # a kept-alive client connection with no request for this long is closed
 HEADER_TIMEOUT_S = 10.0  # a request's head must arrive within this of its first byte (or of the connection opening)
 BODY_TIMEOUT_S = 30.0  # and a body the proxy reads whole within this of its head; past either: 408 and close
-MAX_REQUESTS = 100_000  # per client connection
-
-
-class _ClientProtocol(asyncio.StreamReaderProtocol):
-    """A client's connection. When the client goes (FIN or reset) while a request is in flight, that request's
-    task is cancelled at once: the upstream request is abandoned, its connection closed, never pooled."""
-
-    def __init__(self, cb):
-        super().__init__(asyncio.StreamReader(limit=HEAD_LIMIT), cb)
-        self.task: asyncio.Task | None = None
-        self.busy = False
-        self.gone = False
-        self.on_data = None  # called once, at the next bytes to arrive: an idle connection's next head begins
-
-    def data_received(self, data):
-        if self.on_data is not None:
-            cb, self.on_data = self.on_data, None
-            cb()
-        super().data_received(data)
-
-    def _left(self):
-        self.gone = True
-        if self.busy and self.task is not None:
-            self.busy = False
-            self.task.cancel()
-
-    def eof_received(self):
-        out = super().eof_received()
-        self._left()
-        return out
-
-    def connection_lost(self, exc):
-        super().connection_lost(exc)
-        self._left()
 
 
 class Exchange:
@@ -85,31 +52,19 @@ class Exchange:
                       content_type: str = "application/json") -> None:
         self.answered = True
         hs = [("Content-Type", content_type), ("Content-Length", str(len(body))), *headers, *self.base_headers()]
-        self.writer.write(encode_head(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", hs) + body)
+        self.writer.write(encode_head(f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", hs) + body)
         await self.writer.drain()
 
     def quiet(self) -> None:
         """We close the client connection ourselves now: that is not the client leaving."""
         self.keep = False
-        self.writer.transport.get_protocol().busy = False
+        quiet(self.writer)
 
     def drop(self) -> None:
         """Close the client's connection without a response."""
         self.answered = True
         self.quiet()
         self.writer.close()
-
-
-_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
-            413: "Content Too Large",
-            429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
-
-
-# error.code of what the proxy's own HTTP/1.1 parsing refuses (the reference server's words where it has them)
-_CODES = {400: "invalid_http_request", 408: "request_timeout", 413: "request_too_large", 431: "request_head_too_large",
-          505: "http_version_not_supported"}
 
 
 class LLMProxy:
@@ -128,11 +83,10 @@ class LLMProxy:
         self.log_path = log_path
         self.pool = Pool(self.upstream)
         self._rules: dict[str, Rule] = {}
-        self._server: asyncio.base_events.Server | None = None
+        self._http = Server(self._exchange, header_timeout, IDLE_S)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         self._log = None
-        self._tasks: set[asyncio.Task] = set()
 
     # -- lifecycle and rules -----------------------------------------------------------------------------
 
@@ -141,17 +95,10 @@ class LLMProxy:
         self._thread = threading.get_ident()
         if self.log_path:
             self._log = open(self.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in stop()
-        self._server = await self._loop.create_server(lambda: _ClientProtocol(self._on_client), self.host,
-                                                      self.port, reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self.port = await self._http.start(self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5)
+        await self._http.close()
         self.pool.close()
         if self._log is not None:
             self._log.close()
@@ -196,58 +143,7 @@ class LLMProxy:
                                         "detail": r.detail or "applied (nothing to act on in this answer)",
                                         "method": req.method, "path": req.path}) + "\n")
 
-    # -- one client connection ---------------------------------------------------------------------------
-
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        proto: _ClientProtocol = writer.transport.get_protocol()
-        proto.task = asyncio.current_task()
-        self._tasks.add(proto.task)
-        try:
-            for n in range(MAX_REQUESTS):
-                try:
-                    head = await self._next_head(reader, proto, first=n == 0)
-                except HTTPError as e:
-                    await _send_json(writer, e.status, openai_error(str(e), error_type_for(e.status),
-                                                                    _CODES.get(e.status)), keep=False)
-                    break
-                if head is None or proto.gone:
-                    break
-                proto.busy = True
-                keep = await self._exchange(reader, writer, head)
-                proto.busy = False
-                if not keep or proto.gone:
-                    break
-        except (asyncio.CancelledError, TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client left or idled out (or we are stopping): nothing to answer
-        finally:
-            proto.busy = False
-            proto.on_data = None
-            self._tasks.discard(proto.task)
-            writer.close()
-
-    async def _next_head(self, reader, proto: _ClientProtocol, first: bool):
-        """The next request head. The first must arrive within header_timeout of the connection opening; a later
-        one within header_timeout of its first byte, after up to IDLE_S of keep-alive. Past the header deadline:
-        HTTPError 408 (answered, then the connection closed); past IDLE_S: TimeoutError (closed quietly)."""
-        loop = asyncio.get_running_loop()
-        pending = first or bool(reader._buffer)  # noqa: SLF001 - a pipelined head has begun already; no public peek
-        try:
-            async with asyncio.timeout(self.header_timeout if pending else IDLE_S) as deadline:
-                if not pending:
-                    def began():
-                        nonlocal pending
-                        pending = True
-                        deadline.reschedule(loop.time() + self.header_timeout)
-                    proto.on_data = began
-                try:
-                    return await read_head(reader, True)
-                finally:
-                    proto.on_data = None
-        except TimeoutError:
-            if not pending:
-                raise
-            raise HTTPError(f"the request head did not arrive within {self.header_timeout:g} s (header timeout); "
-                            "the connection is closed", 408) from None
+    # -- one request ---------------------------------------------------------------------------------------
 
     async def _exchange(self, reader, writer, head) -> bool:
         method, target, version = head.first
@@ -260,18 +156,19 @@ class LLMProxy:
             if "100-continue" in head.tokens("expect"):
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # we read the body ourselves, so we say go on
             if admin.is_admin(path):
-                body = await self._read_whole(reader, framing, 1024 * 1024) or b""
+                body = await read_whole(reader, framing, 1024 * 1024, self.body_timeout) or b""
                 status, obj = admin.handle(self, method, path, head.get(FAULT_TOKEN_HEADER), body)
-                await _send_json(writer, status, obj, keep, [("Allow", admin.allowed(path))] if status == 405 else [],
-                                 head=method == "HEAD")
+                await send_json(writer, status, obj, keep, [("Allow", admin.allowed(path))] if status == 405 else [],
+                                 head_only=method == "HEAD")
                 return keep
             if framing[0] == "length" and framing[1] > BUFFER_LIMIT:
                 body = ...  # a large Content-Length body: streamed to the upstream as it comes
             else:
-                body = await self._read_whole(reader, framing, BUFFER_LIMIT)
+                body = await read_whole(reader, framing, BUFFER_LIMIT, self.body_timeout)
         except HTTPError as e:
-            await _send_json(writer, e.status, openai_error(str(e), error_type_for(e.status), _CODES.get(e.status)),
-                             keep=False)
+            await send_json(writer, e.status, error_body(e.status, str(e)), keep=False)
+            if e.status == 413:
+                await linger(reader)
             return False
         req = Request(method, path, head.get("x-request-id"), body if isinstance(body, bytes) else None)
         runs = [Run(r, r.effect) for r in list(self._rules.values()) if r.consider(req)] if self._rules else []
@@ -290,22 +187,6 @@ class LLMProxy:
         finally:
             if runs:
                 self._log_runs(req, runs)
-
-    async def _read_whole(self, reader, framing, limit: int) -> bytes | None:
-        """A request body the proxy holds whole (None when there is none), within body_timeout; HTTPError 408
-        past it."""
-        if framing[0] == "none":
-            return None
-        if framing[0] == "length" and framing[1] > limit:
-            raise HTTPError(f"body over {limit} bytes", 413)
-        try:
-            async with asyncio.timeout(self.body_timeout):
-                if framing[0] == "length":
-                    return await reader.readexactly(framing[1]) if framing[1] else b""
-                return await read_body(reader, framing, limit, request=True)
-        except TimeoutError:
-            raise HTTPError(f"the request body did not arrive within {self.body_timeout:g} s (body timeout); the "
-                            "connection is closed", 408) from None
 
     async def _forward(self, reader, head, target, framing, body, ex: Exchange) -> bool:
         runs = ex.runs
@@ -393,16 +274,3 @@ async def _pieces(reader, framing, body):
     elif body:
         yield body
 
-
-async def _send_json(writer, status: int, obj, keep: bool, extra: list[tuple[str, str]] = (),
-                     head: bool = False) -> None:
-    """head: the answer to a HEAD, the same head and no body (RFC 9110 9.3.2)."""
-    body = b"" if obj is None else json.dumps(obj).encode()
-    hs = [] if obj is None else [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    if status == 204:
-        hs = []
-    hs += extra
-    if not keep:
-        hs.append(("Connection", "close"))
-    writer.write(encode_head(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", hs) + (b"" if head else body))
-    await writer.drain()

@@ -13,21 +13,30 @@ import json
 import math
 import random
 import time
+import uuid
 
 import aiohttp
-from aiohttp import web
 
 from ...common import retry_after_headers
+from ..h1server import CODES, StreamOut, linger, send
+from ..http1 import HTTPError, body_framing
 from ..openapi import gateway_spec
 from .attempt import ANSWER, BUSY, Failure, attempt
 from .body import parse_envelope, read_body
 from .budget import RetryBudget
 from .cache import Answer, AnswerCache, cache_key
-from .errors import GatewayError, error_middleware, error_response, request_id
+from .call import Call, Reply
+from .errors import GatewayError, error_reply, log
 from .metrics import GatewayMetrics
 from .settings import GatewaySettings
 from .stream import synthesize
 from .upstreams import LatencyTracker, Pool, Upstream, health_loop
+
+
+# path -> {method: handler}; a GET route answers HEAD too (the same head, no body)
+ROUTES = {"/v1/chat/completions": {"POST": "generate"}, "/v1/completions": {"POST": "generate"},
+          "/v1/models": {"GET": "models"}, "/health": {"GET": "health"}, "/metrics": {"GET": "prometheus"},
+          "/gateway/state": {"GET": "state"}, "/openapi.json": {"GET": "openapi"}}
 
 
 class Gateway:
@@ -69,32 +78,63 @@ class Gateway:
         for u in self.primary.upstreams + self.backup.upstreams:
             u.conns.close()
 
-    def build_app(self) -> web.Application:
-        # read_body enforces the size limit (before reading, when Content-Length says); this is a backstop.
-        app = web.Application(middlewares=[error_middleware(self.name)],
-                              client_max_size=self.settings.max_body_bytes)
-        app.router.add_post("/v1/chat/completions", self.generate)
-        app.router.add_post("/v1/completions", self.generate)
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/health", self.health)
-        app.router.add_get("/metrics", self.prometheus)
-        app.router.add_get("/gateway/state", self.state)
-        app.router.add_get("/openapi.json", self.openapi)
-        return app
+    # -- one request --------------------------------------------------------------------------------------
+    async def handle(self, reader, writer, head) -> bool:
+        """Route one request and answer it (h1server.Server's handler); whether the connection may serve another."""
+        method, target, version = head.first
+        if target.startswith(("http://", "https://")):  # absolute form: the path is what we route on
+            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
+        path = target.split("?", 1)[0]
+        keep = version == "HTTP/1.1" and "close" not in head.tokens("connection")
+        call = Call(reader, writer, head, path, ("none", 0), keep, head.get("x-request-id") or uuid.uuid4().hex)
+        try:
+            call.framing = body_framing(head, True)
+            call.body_read = call.framing[0] == "none" or call.framing == ("length", 0)
+            routes = ROUTES.get(path)
+            if routes is None:
+                raise GatewayError(404, f"no route for {method} {path}", "not_found")
+            name = routes.get("GET" if method == "HEAD" else method)
+            if name is None:
+                allow = ", ".join([*routes, "HEAD"] if "GET" in routes else routes)
+                raise GatewayError(405, f"{method} is not allowed on {path}", "method_not_allowed",
+                                   headers={"Allow": allow})
+            out = await getattr(self, name)(call)
+        except GatewayError as e:
+            out = error_reply(e, {"x-request-id": call.rid, "x-served-by": self.name})
+        except HTTPError as e:  # bad framing, a body too slow: answered, and the connection closes
+            call.keep = False
+            out = error_reply(GatewayError(e.status, str(e), CODES.get(e.status, "invalid_http_request")),
+                              {"x-request-id": call.rid, "x-served-by": self.name})
+        except (asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError):
+            raise
+        except Exception as e:
+            log.exception("unhandled error on %s %s", method, path)
+            if call.out is not None and call.out.started:
+                return False  # the answer has begun: all that is left is to close
+            out = error_reply(GatewayError(500, f"internal error in the gateway: {type(e).__name__}",
+                                           "internal_error"), {"x-request-id": call.rid, "x-served-by": self.name})
+        if isinstance(out, StreamOut):
+            return call.keep and out.chunked
+        keep = call.keep and call.body_read  # an unread body: never read the next request out of step
+        await send(writer, out.status, out.body, list((out.headers or {}).items()), keep, out.content_type,
+                   head_only=method == "HEAD")
+        if not call.body_read:
+            await linger(reader)
+        return keep
 
     # -- small endpoints -------------------------------------------------------------------------------
-    async def health(self, request):
-        return web.Response(status=503 if self.draining else 200, headers={"x-served-by": self.name})
+    async def health(self, call: Call) -> Reply:
+        return Reply(503 if self.draining else 200, b"", {"x-served-by": self.name}, None)
 
-    async def openapi(self, request):
+    async def openapi(self, call: Call) -> Reply:
         if self._openapi is None:
             names, context = await self._served_models()
             body = json.dumps(gateway_spec(max_body_mb=self.settings.max_body_mb, model_names=names,
                                            max_model_len=context)).encode()
             if names is None:  # no upstream listed its models: not kept, the next request asks again
-                return web.Response(body=body, content_type="application/json")
+                return Reply(200, body)
             self._openapi = body
-        return web.Response(body=self._openapi, content_type="application/json")
+        return Reply(200, self._openapi)
 
     async def _served_models(self) -> tuple[list[str] | None, int | None]:
         """The model ids an upstream lists at /v1/models, and their smallest context when each gives one, for the
@@ -123,35 +163,34 @@ class Gateway:
         except (TimeoutError, aiohttp.ClientError, OSError):
             return None
 
-    async def prometheus(self, request):
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
+    async def prometheus(self, call: Call) -> Reply:
+        return Reply(200, self.metrics.render(), None, "text/plain; version=0.0.4")
 
-    async def state(self, request):
+    async def state(self, call: Call) -> Reply:
         now = time.monotonic()
-        return web.json_response({p.name: {u.name: {"state": u.state(now), "outstanding": u.outstanding,
+        return Reply.json({p.name: {u.name: {"state": u.state(now), "outstanding": u.outstanding,
                                                     "breaker": u.breaker.state, "served": u.served}
                                            for u in p.upstreams} for p in (self.primary, self.backup)}
                                  | {"cache_entries": len(self.cache), "in_flight": self.in_flight,
                                     "queued": self.queued})
 
-    async def models(self, request):
+    async def models(self, call: Call) -> Reply:
         for pool in (self.primary, self.backup):
             u = pool.pick(set())
             got = await self._list_models(u) if u is not None else None
             if got is not None:
-                return web.Response(body=got[1], status=got[0],
-                                    headers={"Content-Type": "application/json", "x-served-by": u.name})
+                return Reply(got[0], got[1], {"x-served-by": u.name})
         raise GatewayError(503, "no upstream can list models now; retry later", "all_upstreams_unavailable",
                            retry_after=self.settings.retry_after_s)
 
     # -- generation -------------------------------------------------------------------------------------
-    def _refuse(self, status: int, message: str, code: str, rid: str) -> web.Response:
+    def _refuse(self, status: int, message: str, code: str, rid: str) -> Reply:
         self.metrics.rejected.labels(code).inc()
-        return error_response(GatewayError(status, message, code, retry_after=self.settings.retry_after_s),
-                              {"x-request-id": rid, "x-served-by": self.name})
+        return error_reply(GatewayError(status, message, code, retry_after=self.settings.retry_after_s),
+                           {"x-request-id": rid, "x-served-by": self.name})
 
-    async def generate(self, request: web.Request) -> web.StreamResponse:
-        rid = request_id(request)
+    async def generate(self, call: Call) -> Reply | StreamOut:
+        rid = call.rid
         s = self.settings
         # Refusals that need no body first: a refused request costs no read.
         if self.draining:
@@ -159,7 +198,7 @@ class Gateway:
         if self.slots.locked() and self.queued >= s.max_queue:
             return self._refuse(429, f"too many requests: {s.max_concurrency} in flight and "
                                      f"{self.queued} queued", "rate_limit_exceeded", rid)
-        raw = await read_body(request, s.max_body_bytes)
+        raw = await read_body(call, s.max_body_bytes, s.body_timeout_s)
         body = parse_envelope(raw, s.inspect_max_kb * 1024)
         if self.slots.locked():  # wait_for costs a task: only a request that must queue pays for it
             self.queued += 1
@@ -174,14 +213,14 @@ class Gateway:
         self.in_flight += 1
         self.idle.clear()
         try:
-            return await self._serve(request, raw, body, rid)
+            return await self._serve(call, raw, body, rid)
         finally:
             self.in_flight -= 1
             self.slots.release()
             if self.in_flight == 0:
                 self.idle.set()
 
-    async def _serve(self, request, raw, body: dict | None, rid: str) -> web.StreamResponse:
+    async def _serve(self, call: Call, raw, body: dict | None, rid: str) -> Reply | StreamOut:
         """Primaries (retries within both budgets) -> backups -> a busy replica's 429 -> cache -> 503.
 
         What counts against a replica (docs/gateway.md, "Whose fault"): a 4xx never; a busy answer never (the
@@ -224,7 +263,7 @@ class Gateway:
                     break
                 self.metrics.retries.inc()
             tried.add(u.name)
-            out = await attempt(self, request, u, raw, body, rid, None, n + 1)
+            out = await attempt(self, call, u, raw, body, rid, None, n + 1)
             if not isinstance(out, Failure):
                 if prev is not None:
                     charge(prev)  # the request was fine: that 5xx was the replica's
@@ -258,7 +297,7 @@ class Gateway:
         tried_backup: set[str] = set()
         while (u := self.backup.pick(tried_backup)) is not None:
             tried_backup.add(u.name)
-            out = await attempt(self, request, u, raw, body, rid, "backup", len(tried) + len(tried_backup))
+            out = await attempt(self, call, u, raw, body, rid, "backup", len(tried) + len(tried_backup))
             if not isinstance(out, Failure):
                 self.metrics.fallbacks.labels("backup").inc()
                 return out
@@ -273,10 +312,10 @@ class Gateway:
             wait = soonest.retry_after if soonest.retry_after is not None else s.retry_after_s
             return self._pass_up(soonest, rid, len(tried) + len(tried_backup), retry_after_headers(wait))
         if body is not None:
-            answer = self.cache.get(cache_key(request.path, body))
+            answer = self.cache.get(cache_key(call.path, body))
             if answer is not None:
                 self.metrics.fallbacks.labels("cache").inc()
-                return await self._from_cache(request, answer, request.path, body, rid)
+                return await self._from_cache(call, answer, body, rid)
         self.metrics.fallbacks.labels("unavailable").inc()
         if budget_spent:
             return self._refuse(503, f"an upstream failed and the retry budget is spent (retries are at most "
@@ -286,11 +325,10 @@ class Gateway:
         return self._refuse(503, "every upstream is failing and no cached answer fits; retry later",
                             "all_upstreams_unavailable", rid)
 
-    def _pass_up(self, f: Failure, rid: str, attempts: int, extra: dict) -> web.Response:
-        return web.Response(body=f.body, status=f.status, headers={
-            "Content-Type": f.content_type, "x-request-id": rid,
-            "x-served-by": "backup" if f.upstream.pool == "backup" else f.upstream.name,
-            "x-upstream": f.upstream.name, "x-gateway-attempts": str(attempts), **extra})
+    def _pass_up(self, f: Failure, rid: str, attempts: int, extra: dict) -> Reply:
+        return Reply(f.status, f.body, {
+            "x-request-id": rid, "x-served-by": "backup" if f.upstream.pool == "backup" else f.upstream.name,
+            "x-upstream": f.upstream.name, "x-gateway-attempts": str(attempts), **extra}, f.content_type)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
@@ -307,18 +345,16 @@ class Gateway:
             return
         self.cache.put(cache_key(path, body), Answer.of(answer, body.get("model", ""), time.monotonic()))
 
-    async def _from_cache(self, request, answer: Answer, path, body, rid):
+    async def _from_cache(self, call: Call, answer: Answer, body, rid) -> Reply | StreamOut:
         stream = bool(body.get("stream"))
-        kind = "chat" if path.endswith("chat/completions") else "completion"
+        kind = "chat" if call.path.endswith("chat/completions") else "completion"
         opts = body.get("stream_options")
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         built = synthesize(kind, rid, answer.model, answer.text, answer.finish_reason, answer.usage, stream,
                            include_usage, "cache")
         headers = {"x-request-id": rid, "x-served-by": "cache", "x-gateway-attempts": "0"}
         if not stream:
-            return web.json_response(built, headers=headers)
-        out = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream"})
-        await out.prepare(request)
-        await out.write(built)
-        await out.write_eof()
+            return Reply.json(built, 200, headers)
+        out = call.stream(200, {**headers, "Content-Type": "text/event-stream"})
+        await out.write_eof(built)
         return out

@@ -11,10 +11,9 @@ import asyncio
 import json
 import time
 
-from aiohttp import web
-
 from ...common import parse_retry_after
 from ..http1 import HTTPError, Pool, batches, body_framing, encode_head, read_body, read_head
+from .call import Call, Reply
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
 from .upstreams import FirstByteDeadline, Upstream
@@ -55,10 +54,10 @@ def classify(status: int, headers, body: bytes) -> str | None:
     return ANSWER
 
 
-async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None, rid: str,
+async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
                   served_as: str | None, attempts: int):
     s = gw.settings
-    path = request.path
+    path = call.path
     first_timeout = gw.latency.timeout("first_token", s.first_token_timeout, s.auto_floor_s, s.auto_default_s)
     total_timeout = gw.latency.timeout("total", s.total_timeout, s.auto_floor_s, 12 * s.auto_default_s)
     body_s = len(raw) / 2**20 * s.auto_body_s_per_mb if raw else 0.0
@@ -67,8 +66,8 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
     target = u.conns.upstream
     headers = [("Host", target.host_header), ("Content-Type", "application/json"), ("Content-Length", str(len(raw))),
                ("x-request-id", rid)]
-    if "Authorization" in request.headers:
-        headers.append(("Authorization", request.headers["Authorization"]))
+    if (auth := call.head.get("authorization")) is not None:
+        headers.append(("Authorization", auth))
     message = encode_head(f"POST {target.base}{path} HTTP/1.1", headers) + raw
     probing = u.breaker.begin()
     u.outstanding += 1
@@ -97,7 +96,7 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
                     reusable = keep
                     kind = classify(status, resp, data)
                     if kind is None:  # the client's mistake: pass it through, never retry it, blame nobody
-                        return web.Response(body=data, status=status, headers={**out_headers, "Content-Type": ctype})
+                        return Reply(status, data, out_headers, ctype)
                     return Failure(kind, u, f"HTTP {status}", status, data, ctype, parse_retry_after(resp))
                 # The answer's own type says whether it streams: the request's flag may not have been parsed.
                 stream = ctype.startswith("text/event-stream")
@@ -113,7 +112,7 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
                 if body is not None and s.cache_size:
                     gw.remember(path, body, answer_from_json(data))
                 gw.metrics.served.labels(served_as or u.pool).inc()
-                return web.Response(body=data, status=status, headers={**out_headers, "Content-Type": ctype})
+                return Reply(status, data, out_headers, ctype)
             if not first:
                 return Failure(BROKEN, u, "the stream ended before any data")
         except TimeoutError:
@@ -127,9 +126,7 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
             return Failure(BROKEN, u, _why(e))
         # Commit: from here on nothing is retried.
         gw.latency.add("first_token", time.monotonic() - t0)
-        committed = _Stream(status=200, headers={**out_headers, "Content-Type": "text/event-stream",
-                                                 "Cache-Control": "no-cache"})
-        await committed.prepare(request)
+        committed = call.stream(200, {**out_headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         collector = SSECollector(keep=s.cache_size > 0 and body is not None)
         upstream_failed = await _relay_stream(u, pieces, first, ended, committed, collector, total_timeout, t0,
                                               s.stream_idle_timeout_s)
@@ -160,14 +157,6 @@ async def attempt(gw, request: web.Request, u: Upstream, raw, body: dict | None,
                 u.conns.put(*conn)
             else:
                 conn[1].close()
-
-
-class _Stream(web.StreamResponse):
-    """A streamed answer whose head goes out with its first data, in one send rather than two (aiohttp's
-    web.Response buffers its head the same way; a StreamResponse sends it at prepare()). The first data is
-    written right after prepare(), so a client never waits for the head."""
-
-    _send_headers_immediately = False
 
 
 async def _send(pool: Pool, message: bytes):

@@ -1,9 +1,9 @@
 """A request body at the edge: bounded in size and in time, and checked as far as the gateway needs it.
 
-The size is decided from Content-Length before a byte is read (413 at once, nothing forwarded; aiohttp then
-reads and discards the rest for a few seconds so the client can read the answer) and, for a chunked body,
-while reading: at most max_body bytes are ever held. The time a body may take is serving.listen's body
-deadline (a trickling client gets 408 and its connection closed).
+The size is decided from Content-Length before a byte is read (413 at once, nothing forwarded; the rest the
+client sends is read and dropped for a while, h1server.linger, so that it can read the answer) and, for a
+chunked body, from each chunk's size line before that chunk is read: at most max_body bytes are ever held. A body
+must arrive within body_timeout_s of its head (a trickling client gets 408 and its connection closed).
 
 Only the envelope is the gateway's business: a JSON Content-Type, a JSON object, not nested past what the
 parser can take. Fields stay with the replica, which knows its limits. Bodies over inspect_max are not parsed
@@ -15,21 +15,28 @@ from __future__ import annotations
 
 import json
 
-from aiohttp import web
-
-from ..serving import BodyTooLarge, json_content_type_error, read_bounded
+from ..h1server import read_whole
+from ..http1 import HTTPError
+from ..serving import json_content_type_error
+from .call import Call
 from .errors import GatewayError
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The whole body, after the cheap refusals that need none of it (Content-Type, Content-Length); read as
-    the replica reads its own (serving.read_bounded), so a 413 says the same from either."""
-    if (why := json_content_type_error(request.headers.get("Content-Type", ""))) is not None:
+async def read_body(call: Call, limit: int, timeout: float) -> bytes:
+    """The whole body, after the cheap refusal that needs none of it (Content-Type); its 413 says what a
+    replica's says. HTTPError for a 408 or bad chunked framing: the connection closes after the answer."""
+    if (why := json_content_type_error(call.head.get("content-type", ""))) is not None:
         raise GatewayError(400, why, "invalid_content_type")
+    if "100-continue" in call.head.tokens("expect") and not (call.framing[0] == "length" and call.framing[1] > limit):
+        call.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before sending the body
     try:
-        return await read_bounded(request, limit)
-    except BodyTooLarge as e:
-        raise GatewayError(413, f"{e} Send a smaller request.", "request_too_large") from None
+        raw = await read_whole(call.reader, call.framing, limit, timeout, "--body-timeout")
+    except HTTPError as e:
+        if e.status == 413:
+            raise GatewayError(413, f"{e} Send a smaller request.", "request_too_large") from None
+        raise
+    call.body_read = True
+    return raw or b""
 
 
 def parse_envelope(raw: bytes, inspect_max: int) -> dict | None:

@@ -5,25 +5,28 @@ from __future__ import annotations
 import sys
 
 from ...common import running_loop_name
-from ..serving import ListenError, drain_on_signal, listen
+from ..h1server import Server
+from ..serving import drain_on_signal, listen_error
 from .app import Gateway
 from .settings import GatewaySettings
+
+KEEPALIVE_S = 75.0  # an idle kept-alive client connection is closed after this (a replica's aiohttp default too)
 
 
 async def serve(settings: GatewaySettings, primaries, backups, host: str, port: int, drain_timeout: float) -> int:
     gw = Gateway(settings, primaries, backups)
     await gw.start()
+    http = Server(gw.handle, settings.header_timeout_s, KEEPALIVE_S, [("x-served-by", gw.name)])
     try:
-        runner, bound = await listen(gw.build_app(), host, port, header_timeout=settings.header_timeout_s,
-                                     body_timeout=settings.body_timeout_s)
-    except ListenError as e:
+        bound = await http.start(host, port)
+    except OSError as e:
         await gw.close()
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {listen_error(host, port, e)}", file=sys.stderr)
         return 2
     print(f"chaos reference gateway listening on http://{host}:{bound} (primaries: "
           f"{', '.join(n for n, _ in primaries)}; backups: {', '.join(n for n, _ in backups) or 'none'}; event loop {running_loop_name()})", flush=True)
     await drain_on_signal(gw, drain_timeout)
-    await runner.cleanup()
+    await http.close(timeout=1.0)
     await gw.close()
     return 0
 
