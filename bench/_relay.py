@@ -224,10 +224,12 @@ def median_of(results: dict, path: str, streams: int, key: str) -> float:
 
 # -- processes ------------------------------------------------------------------------------------------------
 
-def spawn(cmd: list[str], pattern: str, env: dict | None = None, timeout: float = 30) -> tuple[subprocess.Popen, int]:
-    """Start cmd and read its output until pattern's group 1 (a port) shows; the process keeps running."""
+def spawn(cmd: list[str], pattern: str, env: dict | None = None, timeout: float = 30,
+          cwd: str | None = None) -> tuple[subprocess.Popen, int]:
+    """Start cmd (in cwd, the checkout by default) and read its output until pattern's group 1 (a port) shows; the
+    process keeps running."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env=env, cwd=ROOT)
+                         env=env, cwd=cwd or ROOT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = p.stdout.readline()

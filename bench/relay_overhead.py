@@ -10,6 +10,7 @@ that only stamps reads, one keep-alive connection per stream, rounds that altern
     python bench/relay_overhead.py                 # ~4 min: 8 rounds, every relay on both loops
     python bench/relay_overhead.py --quick         # ~1 min: 3 rounds
     python bench/relay_overhead.py --relays gateway --loops asyncio --profile gateway   # py-spy a 50-stream run
+    git worktree add /tmp/base HEAD~1 && python bench/relay_overhead.py --baseline /tmp/base   # before and after
 
 Aims (issue 31): the gateway adds <= 0.5 / 2 / 5 ms to TTFT P50 at 1 / 50 / 200 streams and <= 1 / 3 ms to the
 inter-token P99 at 50 / 200; the LLM proxy <= 0.3 / 2 ms to TTFT P50 at 1 / 200; the bundled Toxiproxy's
@@ -45,8 +46,9 @@ def _loops() -> list[str]:
     return ["asyncio", "uvloop"] if importlib.util.find_spec("uvloop") else ["asyncio"]
 
 
-def start_relay(relay: str, loop: str, up: int, procs: list) -> int:
-    """The port a client sends to, for relay on loop in front of upstream port up (its process: procs[-1])."""
+def start_relay(relay: str, loop: str, up: int, procs: list, root: str = _relay.ROOT) -> int:
+    """The port a client sends to, for relay on loop in front of upstream port up (its process: procs[-1]); root:
+    the checkout whose code it runs (`python -m` puts the working directory first on sys.path)."""
     env = _relay.loop_env(loop)
     if relay == "gateway":
         port = _relay.free_port()
@@ -54,17 +56,17 @@ def start_relay(relay: str, loop: str, up: int, procs: list) -> int:
             [sys.executable, "-m", "chaos", "reference", "gateway", "--port", str(port), "--upstream",
              f"u0=http://127.0.0.1:{up}", "--max-concurrency", "1000", "--settings",
              json.dumps({"health_interval_s": 1.0})],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=_relay.ROOT))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=root))
         _relay.wait_listening(port)
         return port
     if relay == "llm-proxy":
         p, port = _relay.spawn([sys.executable, "-m", "chaos.proxy.llm", "--listen", "127.0.0.1:0", "--upstream",
-                                f"http://127.0.0.1:{up}"], r"listening on http://[^:]+:(\d+)", env=env)
+                                f"http://127.0.0.1:{up}"], r"listening on http://[^:]+:(\d+)", env=env, cwd=root)
         procs.append(p)
         return port
     api = _relay.free_port()
     procs.append(subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(api)],
-                                  stdout=subprocess.DEVNULL, start_new_session=True, env=env, cwd=_relay.ROOT))
+                                  stdout=subprocess.DEVNULL, start_new_session=True, env=env, cwd=root))
     _relay.wait_listening(api)
     return make_proxy(api, "bench", up)
 
@@ -105,6 +107,9 @@ def main() -> int:
                     help="every stream's first request in the same instant (a thundering herd: the added TTFT is then "
                          "about N/2 times a relay's CPU per request) instead of arrivals spread over one stream's "
                          "length")
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="also run each relay from another checkout (say `git worktree add /tmp/base HEAD~3`), "
+                         "labelled relay@NAME, in the same rounds: a change's gain measured side by side")
     ap.add_argument("--profile", metavar="RELAY",
                     help="record a py-spy flame graph of RELAY (its first loop) during the rounds: "
                          "bench/results/relay-RELAY.svg (and its collapsed stacks, relay-RELAY.txt)")
@@ -124,10 +129,17 @@ def main() -> int:
         up_proc, up = _relay.start_upstream(a.first_ms, a.gap_ms, a.events)
         procs.append(up_proc)
         ports, pids = {"direct": up}, {}
+        trees = [("", _relay.ROOT)]
+        if a.baseline:
+            if not os.path.isdir(os.path.join(a.baseline, "chaos")):
+                ap.error(f"--baseline {a.baseline}: not a checkout of llm-chaos (no chaos/ in it)")
+            trees.append(("@" + _tree_name(a.baseline), os.path.abspath(a.baseline)))
         for relay in relays:
-            for loop in loops:
-                ports[f"{relay}[{loop}]"] = start_relay(relay, loop, up, procs)
-                pids[f"{relay}[{loop}]"] = procs[-1].pid
+            for tag, root in trees:
+                for loop in loops:
+                    key = f"{relay}{tag}[{loop}]"
+                    ports[key] = start_relay(relay, loop, up, procs, root)
+                    pids[key] = procs[-1].pid
         real = start_real_toxiproxy(up, procs) if "toxiproxy" in relays else None
         if real:
             ports["toxiproxy[real 2.12]"] = real
@@ -160,6 +172,15 @@ def main() -> int:
     return report(results, ports, levels, cpu, a.events)
 
 
+def _tree_name(tree: str) -> str:
+    """A checkout's short commit (what the baseline is), or its folder's name."""
+    try:
+        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.path.basename(os.path.abspath(tree))
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc: no psutil needed)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -179,7 +200,7 @@ def report(results: dict, ports: dict, levels: list[int], cpu: dict, events: int
                 continue
             add = {k: _relay.added(results, path, c, k) for k in ("ttft50", "ttft99", "itl99")}
             relay = path.split("[")[0]
-            verdicts = []
+            verdicts = []  # a baseline's relay (relay@rev) is judged by nothing: it is there to compare with
             for k in ("ttft50", "itl99"):
                 aim = AIMS.get((relay, c, k))
                 if aim is not None:
