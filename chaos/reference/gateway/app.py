@@ -86,10 +86,9 @@ class Gateway:
             target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
         path = target.split("?", 1)[0]
         keep = version == "HTTP/1.1" and "close" not in head.tokens("connection")
-        call = Call(reader, writer, head, path, ("none", 0), keep, head.get("x-request-id") or uuid.uuid4().hex)
+        call = Call(reader, writer, head, path, keep, head.get("x-request-id") or uuid.uuid4().hex)
         try:
-            call.framing = body_framing(head, True)
-            call.body_read = call.framing[0] == "none" or call.framing == ("length", 0)
+            call.expect_body(body_framing(head, True))
             routes = ROUTES.get(path)
             if routes is None:
                 raise GatewayError(404, f"no route for {method} {path}", "not_found")
@@ -169,10 +168,9 @@ class Gateway:
     async def state(self, call: Call) -> Reply:
         now = time.monotonic()
         return Reply.json({p.name: {u.name: {"state": u.state(now), "outstanding": u.outstanding,
-                                                    "breaker": u.breaker.state, "served": u.served}
-                                           for u in p.upstreams} for p in (self.primary, self.backup)}
-                                 | {"cache_entries": len(self.cache), "in_flight": self.in_flight,
-                                    "queued": self.queued})
+                                             "breaker": u.breaker.state, "served": u.served}
+                                    for u in p.upstreams} for p in (self.primary, self.backup)}
+                          | {"cache_entries": len(self.cache), "in_flight": self.in_flight, "queued": self.queued})
 
     async def models(self, call: Call) -> Reply:
         for pool in (self.primary, self.backup):

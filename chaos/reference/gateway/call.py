@@ -28,12 +28,17 @@ class Call:
     __slots__ = ("body_read", "framing", "head", "keep", "method", "out", "path", "reader", "rid", "version",
                  "writer")
 
-    def __init__(self, reader, writer, head, path: str, framing: tuple[str, int], keep: bool, rid: str):
+    def __init__(self, reader, writer, head, path: str, keep: bool, rid: str):
         self.reader, self.writer, self.head, self.path = reader, writer, head, path
         self.method, _, self.version = head.first
-        self.framing, self.keep, self.rid = framing, keep, rid
-        self.body_read = framing[0] == "none" or framing == ("length", 0)
+        self.keep, self.rid = keep, rid
+        self.framing, self.body_read = ("none", 0), True
         self.out: StreamOut | None = None
+
+    def expect_body(self, framing: tuple[str, int]) -> None:
+        """The body framing the head says (http1.body_framing); a body, if there is one, is unread until read."""
+        self.framing = framing
+        self.body_read = framing[0] == "none" or framing == ("length", 0)
 
     def stream(self, status: int, headers: dict) -> StreamOut:
         """The streamed answer; its head goes out with the first write."""
