@@ -349,6 +349,44 @@ class Pool:
         self.opened += 1
         return r, w, False
 
+    async def send(self, message: bytes):
+        """((reader, writer), response head) for a whole request sent on a pooled connection; a kept-alive
+        connection the upstream had closed meanwhile (it said nothing) is replaced by a fresh one, once. The caller
+        reads the body and then puts the connection back (put) or closes it."""
+        for again in (True, False):
+            r, w, reused = await self.get()
+            try:
+                w.write(message)
+                await w.drain()
+                resp = await read_head(r, False)
+                while resp is not None and resp.first[1].startswith("1"):
+                    resp = await read_head(r, False)  # 100 Continue and friends: ours to swallow
+                if resp is None:
+                    raise ConnectionResetError("the upstream closed the connection without answering")
+                return (r, w), resp
+            except BaseException as e:
+                w.close()
+                if not (again and reused and isinstance(e, (OSError, asyncio.IncompleteReadError))):
+                    raise
+        raise AssertionError("not reached")
+
+    async def fetch(self, method: str, path: str, limit: int = 1 << 20) -> tuple[int, bytes]:
+        """(status, body) of a request with no body (GET /health, GET /v1/models). Raises OSError,
+        IncompleteReadError or HTTPError; a caller's timeout that cancels it leaves no connection behind."""
+        u = self.upstream
+        conn, resp = await self.send(encode_head(f"{method} {u.base}{path} HTTP/1.1", [("Host", u.host_header)]))
+        ok = False
+        try:
+            framing = body_framing(resp, False, method)
+            body = await read_body(conn[0], framing, limit)
+            ok = framing[0] != "close" and resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection")
+            return int(resp.first[1]), body
+        finally:
+            if ok:
+                self.put(*conn)
+            else:
+                conn[1].close()
+
     def put(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         if len(self.idle) >= self.max_idle or w.is_closing():
             w.close()

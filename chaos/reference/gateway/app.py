@@ -15,8 +15,6 @@ import random
 import time
 import uuid
 
-import aiohttp
-
 from ...common import retry_after_headers
 from ..h1server import CODES, StreamOut, linger, send
 from ..http1 import HTTPError, body_framing
@@ -59,24 +57,19 @@ class Gateway:
         self.idle = asyncio.Event()
         self.idle.set()
         self.metrics = GatewayMetrics(self)
-        self.session: aiohttp.ClientSession | None = None
         self._health_task = None
         self._openapi: bytes | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
-        conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
-        self.session = aiohttp.ClientSession(connector=conn, auto_decompress=False)
-        self._health_task = asyncio.create_task(health_loop([self.primary, self.backup], self.settings,
-                                                            self.session))
+        self._health_task = asyncio.create_task(health_loop([self.primary, self.backup], self.settings))
 
     async def close(self) -> None:
         if self._health_task:
             self._health_task.cancel()
-        if self.session:
-            await self.session.close()
         for u in self.primary.upstreams + self.backup.upstreams:
             u.conns.close()
+            u.probes.close()
 
     # -- one request --------------------------------------------------------------------------------------
     async def handle(self, reader, writer, head) -> bool:
@@ -157,9 +150,9 @@ class Gateway:
     async def _list_models(self, u) -> tuple[int, bytes] | None:
         """GET /v1/models of upstream u: (status, body), or None when it cannot be reached."""
         try:
-            async with self.session.get(u.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
-                return r.status, await r.read()
-        except (TimeoutError, aiohttp.ClientError, OSError):
+            async with asyncio.timeout(5):
+                return await u.conns.fetch("GET", "/v1/models")
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, HTTPError):
             return None
 
     async def prometheus(self, call: Call) -> Reply:

@@ -12,7 +12,7 @@ import json
 import time
 
 from ...common import parse_retry_after
-from ..http1 import HTTPError, Pool, batches, body_framing, encode_head, read_body, read_head
+from ..http1 import HTTPError, batches, body_framing, encode_head, read_body
 from .call import Call, Reply
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
@@ -82,7 +82,7 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
             # asyncio.timeout rather than wait_for: no extra task per await on the hot path. The upstream's
             # health check may bring the deadline forward (Upstream.abandon_waiting).
             async with FirstByteDeadline(u, first_timeout) as deadline:
-                conn, resp = await _send(u.conns, message)
+                conn, resp = await u.conns.send(message)
                 status = int(resp.first[1])
                 framing = body_framing(resp, False, "POST")
                 keep = resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection") \
@@ -157,27 +157,6 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
                 u.conns.put(*conn)
             else:
                 conn[1].close()
-
-
-async def _send(pool: Pool, message: bytes):
-    """((reader, writer), response head) for the request sent on a pooled connection; a kept-alive connection the
-    upstream had closed meanwhile (it said nothing) is replaced by a fresh one, once."""
-    for again in (True, False):
-        r, w, reused = await pool.get()
-        try:
-            w.write(message)
-            await w.drain()
-            resp = await read_head(r, False)
-            while resp is not None and resp.first[1].startswith("1"):
-                resp = await read_head(r, False)  # 100 Continue and friends: ours to swallow
-            if resp is None:
-                raise ConnectionResetError("the upstream closed the connection without answering")
-            return (r, w), resp
-        except BaseException as e:
-            w.close()
-            if not (again and reused and isinstance(e, (OSError, asyncio.IncompleteReadError))):
-                raise
-    raise AssertionError("not reached")
 
 
 async def _relay_stream(u: Upstream, pieces, first: list, ended: bool, committed, collector: SSECollector,

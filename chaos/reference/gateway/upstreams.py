@@ -13,8 +13,6 @@ import logging
 import time
 from collections import deque
 
-import aiohttp
-
 from .. import http1
 from .breaker import CLOSED, CircuitBreaker
 from .settings import GatewaySettings
@@ -26,6 +24,7 @@ class Upstream:
     def __init__(self, name: str, url: str, settings: GatewaySettings, pool: str):
         self.name, self.url, self.pool = name, url.rstrip("/"), pool
         self.conns = http1.Pool(http1.Upstream(self.url))  # kept-alive connections for requests (attempt.py)
+        self.probes = http1.Pool(self.conns.upstream, max_idle=1)  # the health checks' own connection
         self.healthy = True  # optimistic until the first check says otherwise
         self.outstanding = 0
         self.consecutive_failures = 0
@@ -170,19 +169,20 @@ class LatencyTracker:
         return default if p99 is None else max(floor, 1.5 * p99)
 
 
-async def health_loop(pools: list[Pool], settings: GatewaySettings, session: aiohttp.ClientSession) -> None:
-    """Active health checks: GET /health on every replica, every interval. Nothing a check meets may end the
-    loop: a dead loop would leave every replica's health as it last was for the gateway's whole life."""
-    timeout = aiohttp.ClientTimeout(total=settings.health_timeout_s)
+async def health_loop(pools: list[Pool], settings: GatewaySettings) -> None:
+    """Active health checks: GET /health on every replica, every interval, on a kept-alive connection of its own.
+    Nothing a check meets may end the loop: a dead loop would leave every replica's health as it last was for the
+    gateway's whole life."""
 
     async def check(u: Upstream):
         try:
             try:
-                async with session.get(u.url + "/health", timeout=timeout) as r:
-                    u.checked(r.status == 200)
+                async with asyncio.timeout(settings.health_timeout_s):
+                    status, _ = await u.probes.fetch("GET", "/health", 64 * 1024)
+                u.checked(status == 200)
             except TimeoutError:
                 u.checked(False, timed_out=True)
-            except (aiohttp.ClientError, OSError):
+            except (OSError, asyncio.IncompleteReadError, http1.HTTPError):
                 u.checked(False)
         except Exception:  # a bug of ours: say so, and check again next round
             log.exception("health check of %s failed", u.name)

@@ -5,7 +5,6 @@ import asyncio
 import json
 import time
 
-import aiohttp
 import pytest
 
 from chaos.reference.gateway.attempt import ANSWER, BUSY, classify
@@ -203,13 +202,12 @@ def test_the_health_loop_outlives_an_error_in_a_check():
     u = Flaky("r0", "http://127.0.0.1:1", s, "primary")  # port 1: refused, a verdict each round
 
     async def run():
-        async with aiohttp.ClientSession() as session:
-            task = asyncio.create_task(health_loop([Pool("primary", [u])], s, session))
-            deadline = time.monotonic() + 20
-            while Flaky.calls < 3 and not task.done() and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            assert not task.done(), task.exception()
-            task.cancel()
+        task = asyncio.create_task(health_loop([Pool("primary", [u])], s))
+        deadline = time.monotonic() + 20
+        while Flaky.calls < 3 and not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert not task.done(), task.exception()
+        task.cancel()
 
     asyncio.run(run())
     assert Flaky.calls >= 3 and not u.healthy
