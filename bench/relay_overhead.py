@@ -107,9 +107,10 @@ def main() -> int:
                     help="every stream's first request in the same instant (a thundering herd: the added TTFT is then "
                          "about N/2 times a relay's CPU per request) instead of arrivals spread over one stream's "
                          "length")
-    ap.add_argument("--baseline", metavar="TREE",
+    ap.add_argument("--baseline", metavar="TREE", action="append", default=[],
                     help="also run each relay from another checkout (say `git worktree add /tmp/base HEAD~3`), "
-                         "labelled relay@NAME, in the same rounds: a change's gain measured side by side")
+                         "labelled relay@COMMIT, in the same rounds: a change's gain measured side by side (give it "
+                         "more than once for several)")
     ap.add_argument("--profile", metavar="RELAY",
                     help="record a py-spy flame graph of RELAY (its first loop) during the rounds: "
                          "bench/results/relay-RELAY.svg (and its collapsed stacks, relay-RELAY.txt)")
@@ -130,10 +131,10 @@ def main() -> int:
         procs.append(up_proc)
         ports, pids = {"direct": up}, {}
         trees = [("", _relay.ROOT)]
-        if a.baseline:
-            if not os.path.isdir(os.path.join(a.baseline, "chaos")):
-                ap.error(f"--baseline {a.baseline}: not a checkout of llm-chaos (no chaos/ in it)")
-            trees.append(("@" + _tree_name(a.baseline), os.path.abspath(a.baseline)))
+        for tree in a.baseline:
+            if not os.path.isdir(os.path.join(tree, "chaos")):
+                ap.error(f"--baseline {tree}: not a checkout of llm-chaos (no chaos/ in it)")
+            trees.append(("@" + _tree_name(tree), os.path.abspath(tree)))
         for relay in relays:
             for tag, root in trees:
                 for loop in loops:
