@@ -197,3 +197,35 @@ def _health_latency(gw) -> float:
     c.close()
     return time.monotonic() - t0
 
+
+
+def _raw(gw, data: bytes, limit_s: float = 20) -> bytes:
+    """data sent in one write, and all that comes back until the gateway closes the connection."""
+    host, port = gw.base_url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=limit_s) as sock:
+        sock.sendall(data)
+        out = b""
+        while piece := sock.recv(65536):  # the socket timeout bounds a hang
+            out += piece
+    return out
+
+
+def test_head_pipelining_and_an_http10_stream_at_the_gateways_own_http_side(edge):
+    """The gateway parses HTTP/1.1 itself (chaos/reference/h1server.py): HEAD answers a GET route's head with no body,
+    two requests sent in one write are answered in order on the connection, a 405 names what the route allows, and
+    an HTTP/1.0 client's stream ends with the connection's close, not chunked framing it cannot read."""
+    gw, _ = edge
+    two = _raw(gw, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    first, _, rest = two.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 200") and b"Content-Length: 0" in first
+    assert rest.startswith(b"HTTP/1.1 200"), two  # the HEAD sent no body: the next answer follows at once
+    status, headers, body = request(gw.base_url, "POST", "/health", {"x": 1})
+    assert status == 405 and headers["allow"] == "GET, HEAD", headers
+    shaped(status, headers, body, "method_not_allowed")
+    raw = json.dumps({**BODY, "stream": True}).encode()
+    out = _raw(gw, b"POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(raw) + raw)
+    head, _, stream = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head, out[:300]
+    assert b"Transfer-Encoding" not in head and b"Connection: close" in head
+    assert stream.startswith(b"data: ") and stream.rstrip().endswith(b"data: [DONE]"), stream[-200:]
