@@ -62,6 +62,30 @@ AIOHTTP_EXPECT = {
     "Content-Length over what is sent, client half-closes": (None, True),
 }
 
+# What chaos/reference/h1server.py answers itself (the gateway; the LLM fault proxy where it does not relay): a head
+# up to 64 KB in all is valid, past it 431; bad body framing is refused at once, a huge chunk from its size line.
+H1_EXPECT = {
+    "request line over 8 KB (long URL)": (200, False),  # GET /health
+    "request line over 64 KB (long URL)": (431, True),
+    "one header over 8 KB": (200, False),
+    "one header over 64 KB": (431, True),
+    "100 headers, 10 KB in all": (200, False),
+    "200 headers, 4 KB in all": (200, False),
+    "700 headers, 70 KB in all": (431, True),
+    "chunk size not hex": (400, True),
+    "chunk size overflows 64 bits": (400, True),
+    "chunk size of 256 TB": (413, True),  # refused from the size line, before any of it is read
+    "no CRLF after a chunk": (400, True),
+    "chunked with Content-Length too": (400, True),
+    "chunk size not hex, after the head": (400, True),
+    "chunk size overflows, after the head": (400, True),
+    "no CRLF after a chunk, after the head": (400, True),
+    "Content-Length over what is sent, client waits": (408, True),
+    "Content-Length over what is sent, client half-closes": (None, True),
+}
+H1_CODES = {400: ("invalid_http_request",), 408: ("request_timeout",), 413: ("request_too_large",),
+            431: ("request_head_too_large",)}
+
 
 def cases(path: str, body: bytes) -> list[Case]:
     """The abuse, against POST path with a valid JSON body (body) where one is needed."""

@@ -13,7 +13,8 @@ import json
 import pytest
 
 from chaos.reference.launcher import start_gateway
-from tests.protocol_abuse import Case, IdleConnections, cases, check, check_idle_closed, ensure_fds, send
+from tests.protocol_abuse import (H1_CODES, H1_EXPECT, Case, IdleConnections, cases, check, check_idle_closed,
+                                  ensure_fds, send)
 
 from ..http_util import post, request
 from .stub import Stub
@@ -23,28 +24,7 @@ TIMEOUT_S = 1.5  # header_timeout_s and body_timeout_s of this module's gateway
 IDLE = 1000
 CASES = cases("/v1/completions", json.dumps(BODY).encode())
 
-# (status, the connection closes after it); None: closed without an answer.
-EXPECT = {
-    "request line over 8 KB (long URL)": (200, False),  # GET /health: a head up to 64 KB is valid
-    "request line over 64 KB (long URL)": (431, True),
-    "one header over 8 KB": (200, False),
-    "one header over 64 KB": (431, True),
-    "100 headers, 10 KB in all": (200, False),
-    "200 headers, 4 KB in all": (200, False),
-    "700 headers, 70 KB in all": (431, True),
-    "chunk size not hex": (400, True),
-    "chunk size overflows 64 bits": (400, True),
-    "chunk size of 256 TB": (413, True),  # refused from the size line, before any of it is read
-    "no CRLF after a chunk": (400, True),
-    "chunked with Content-Length too": (400, True),
-    "chunk size not hex, after the head": (400, True),
-    "chunk size overflows, after the head": (400, True),
-    "no CRLF after a chunk, after the head": (400, True),
-    "Content-Length over what is sent, client waits": (408, True),
-    "Content-Length over what is sent, client half-closes": (None, True),
-}
-CODES = {400: ("invalid_http_request",), 408: ("request_timeout",), 413: ("request_too_large",),
-         431: ("request_head_too_large",)}
+EXPECT, CODES = H1_EXPECT, H1_CODES  # the LLM fault proxy's HTTP/1.1 side, where it answers itself
 
 
 @pytest.fixture(scope="module")
