@@ -78,8 +78,11 @@ def error_body(status: int, message: str, code: str | None = None) -> dict:
 async def send(writer: asyncio.StreamWriter, status: int, body: bytes = b"", headers=(), keep: bool = True,
                content_type: str | None = "application/json", head_only: bool = False) -> None:
     """One whole answer. head_only: the answer to a HEAD, the same head and no body (RFC 9110 9.3.2)."""
-    hs = [] if status == 204 else [("Content-Type", content_type)] * (content_type is not None) + \
-        [("Content-Length", str(len(body)))]
+    hs = []
+    if status != 204:
+        if content_type is not None:
+            hs.append(("Content-Type", content_type))
+        hs.append(("Content-Length", str(len(body))))
     hs += headers
     if not keep:
         hs.append(("Connection", "close"))
