@@ -87,3 +87,24 @@ def test_kinds_can_be_chosen():
     assert s.text("bob@example.com 8.8.8.8") == "[email] 8.8.8.8"
     with pytest.raises(ValueError, match="unknown scrub kinds"):
         Scrubber(kinds=["passport"])
+
+
+def test_subclasses_of_json_types_are_walked_as_the_types_json_makes():
+    """value() takes json.loads's exact types by type() first; a str, dict, list or int subclass (an OrderedDict, a
+    str enum) must come out the same by the isinstance path."""
+    from collections import OrderedDict
+
+    class S(str):
+        pass
+
+    class I(int):
+        pass
+
+    phone, card = "+44 20 7946 0958", 4111111111111111
+    plain = {"api_key": "abc", "note": f"call {phone}", "n": [card, -999_999, 999_999, 1.5, True, None], "k": (1,)}
+    odd = OrderedDict([(S("api_key"), S("abc")), ("note", S(f"call {phone}")),
+                       ("n", [I(card), I(-999_999), I(999_999), 1.5, True, None]), ("k", (1,))])
+    a, b = Scrubber(), Scrubber()
+    assert a.value(plain) == b.value(odd) == {"api_key": "[secret]", "note": "call [phone]",
+                                              "n": ["[card]", -999_999, 999_999, 1.5, True, None], "k": (1,)}
+    assert a.report() == b.report() == {"secret": 1, "phone": 1, "card": 1, "total": 3}
