@@ -14,7 +14,6 @@ runs only where its gate occurs, and the number patterns only on the digit runs 
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import re
 from collections import Counter
@@ -157,20 +156,6 @@ class Scrubber:
 
     def value(self, v, key: str | None = None):
         """Any JSON value, scrubbed; a new object (the input is left as it was)."""
-        # The exact types json.loads makes first, by one type() each: this walk runs on every node of every
-        # line, and a chain of isinstance calls was a tenth of scrubbing's cost. Subclasses take the chain below.
-        t = type(v)
-        if t is str:
-            if key is not None and v and "secret" in self.kinds and _secret_key(key):
-                self._counts["secret"] += 1
-                return "[secret]"
-            return self.text(v)
-        if t is dict:
-            return {k: self.value(x, k if type(k) is str else None) for k, x in v.items()}
-        if t is list:
-            return [self.value(x) for x in v]
-        if t is int and -1_000_000 < v < 1_000_000 or t is float or t is bool or v is None:
-            return v
         if isinstance(v, str):
             if key is not None and "secret" in self.kinds and _SECRET_KEY.match(key) and v:
                 self._counts["secret"] += 1
@@ -208,11 +193,6 @@ class Scrubber:
             item.headers = self.headers(item.headers)
 
     def _sub(self, pattern: re.Pattern, s: str, kind: str, check=None) -> str:
-        if check is None:  # every match is one: counted by subn, no Python call per match
-            s, n = pattern.subn(_PLACEHOLDER[kind], s)
-            self._counts[kind] += n
-            return s
-
         def repl(m: re.Match) -> str:
             if check is not None and not check(m.group(0)):
                 return m.group(0)
@@ -285,14 +265,6 @@ class Scrubber:
             self._counts["ipv6"] += 1
             return "[ipv6]"
         return _IPV6.sub(repl, s)
-
-
-_PLACEHOLDER = {kind: f"[{kind}]" for kind in KINDS}  # (no backslash in any: safe as a re replacement)
-
-
-@functools.lru_cache(maxsize=4096)  # a log has a few dozen distinct keys; a hostile one cannot grow this past 4,096
-def _secret_key(key: str) -> bool:
-    return _SECRET_KEY.match(key) is not None
 
 
 _GATED = frozenset(name for name, _ in _GATES)
