@@ -1,4 +1,5 @@
-"""LLMProxy: the listening side, one task per client connection, and the relay of each request to the upstream.
+"""LLMProxy: each request from a client connection (chaos/reference/h1server.py listens, one task a connection, as
+for the gateway) relayed to the upstream.
 
 The no-fault path relays heads and body bytes as they come (chunk framing re-done, nothing else parsed); the
 SSE stream is split into events only when a stream or content fault applies to the request."""
@@ -159,7 +160,7 @@ class LLMProxy:
                 body = await read_whole(reader, framing, 1024 * 1024, self.body_timeout) or b""
                 status, obj = admin.handle(self, method, path, head.get(FAULT_TOKEN_HEADER), body)
                 await send_json(writer, status, obj, keep, [("Allow", admin.allowed(path))] if status == 405 else [],
-                                 head_only=method == "HEAD")
+                                head_only=method == "HEAD")
                 return keep
             if framing[0] == "length" and framing[1] > BUFFER_LIMIT:
                 body = ...  # a large Content-Length body: streamed to the upstream as it comes
