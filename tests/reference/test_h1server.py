@@ -117,11 +117,8 @@ def test_a_stream_is_chunked_to_http11_and_ends_with_the_close_for_http10(versio
 
 
 def test_a_client_that_leaves_cancels_its_request():
-    cancelled = asyncio.Event
-
     async def main():
-        done = cancelled()
-        started = cancelled()
+        done, started = asyncio.Event(), asyncio.Event()
 
         async def slow(reader, writer, head):
             started.set()
