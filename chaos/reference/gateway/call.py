@@ -40,6 +40,15 @@ class Call:
         self.framing = framing
         self.body_read = framing[0] == "none" or framing == ("length", 0)
 
+    async def drop_buffered_body(self) -> None:
+        """A body refused unread (a 429, a wrong Content-Type) that has all arrived already is taken off the
+        connection, which then serves the client's next request: a refusal should not cost it a reconnect. One
+        still on its way is not waited for: the connection closes after the answer (h1server.linger)."""
+        kind, n = self.framing
+        if not self.body_read and kind == "length" and n <= len(self.reader._buffer):  # noqa: SLF001 - no public peek
+            await self.reader.readexactly(n)  # whole in the buffer: returns at once
+            self.body_read = True
+
     def stream(self, status: int, headers: dict) -> StreamOut:
         """The streamed answer; its head goes out with the first write."""
         self.out = StreamOut(self.writer, status, list(headers.items()), self.version, self.keep)

@@ -212,13 +212,19 @@ def _raw(gw, data: bytes, limit_s: float = 20) -> bytes:
 
 def test_head_pipelining_and_an_http10_stream_at_the_gateways_own_http_side(edge):
     """The gateway parses HTTP/1.1 itself (chaos/reference/h1server.py): HEAD answers a GET route's head with no body,
-    two requests sent in one write are answered in order on the connection, a 405 names what the route allows, and
-    an HTTP/1.0 client's stream ends with the connection's close, not chunked framing it cannot read."""
+    two requests sent in one write are answered in order on the connection (also after a refusal that never read
+    its body), a 405 names what the route allows, and an HTTP/1.0 client's stream ends with the connection's close,
+    not chunked framing it cannot read."""
     gw, _ = edge
     two = _raw(gw, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     first, _, rest = two.partition(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 200") and b"Content-Length: 0" in first
     assert rest.startswith(b"HTTP/1.1 200"), two  # the HEAD sent no body: the next answer follows at once
+    refused = json.dumps(BODY).encode()  # refused before it is read (text/plain), but all here: the connection serves on
+    two = _raw(gw, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n"
+                   % len(refused) + refused + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert two.startswith(b"HTTP/1.1 400") and b"HTTP/1.1 200" in two, two[:400]
+    assert b"Connection: close" not in two.split(b"\r\n\r\n", 1)[0]
     status, headers, body = request(gw.base_url, "POST", "/health", {"x": 1})
     assert status == 405 and headers["allow"] == "GET, HEAD", headers
     shaped(status, headers, body, "method_not_allowed")
