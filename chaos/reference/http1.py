@@ -54,6 +54,21 @@ class Head:
         name = name.lower()
         return {t.strip().lower() for k, v in self.headers if k.lower() == name for t in v.split(",") if t.strip()}
 
+    def keeps_alive(self, request: bool, framing: tuple[str, int] | None = None) -> bool:
+        """May the connection carry another message after this one (RFC 9112 §9.3): HTTP/1.1 without
+        Connection: close, and for a response (framing given) a body not delimited by the close."""
+        version = self.first[2] if request else self.first[0]
+        return version == "HTTP/1.1" and "close" not in self.tokens("connection") and \
+            (framing is None or framing[0] != "close")
+
+    def origin_target(self) -> str:
+        """The request target in origin form (path and query): an absolute-form target ("http://host/p?q", as a
+        client configured for a forward proxy sends) loses its scheme and authority."""
+        target = self.first[1]
+        if target.startswith(("http://", "https://")):
+            return "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
+        return target
+
     def end_to_end(self, drop: tuple[str, ...] = ()) -> list[tuple[str, str]]:
         """The headers a proxy forwards: hop-by-hop ones and those Connection names removed, and drop."""
         skip = HOP_BY_HOP | self.tokens("connection") | {d.lower() for d in drop}
@@ -379,7 +394,7 @@ class Pool:
         try:
             framing = body_framing(resp, False, method)
             body = await read_body(conn[0], framing, limit)
-            ok = framing[0] != "close" and resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection")
+            ok = resp.keeps_alive(False, framing)
             return int(resp.first[1]), body
         finally:
             if ok:

@@ -24,7 +24,7 @@ async def relay_response(r: asyncio.StreamReader, resp, method: str, ex) -> tupl
         framing = body_framing(resp, False, method)
     except HTTPError as e:
         raise UpstreamError(str(e)) from None
-    up_keep = resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection") and framing[0] != "close"
+    up_keep = resp.keeps_alive(False, framing)
     ctype = (resp.get("content-type") or "").lower()
     stream_runs = [x for x in ex.runs if x.effect.kind == "stream"]
     content_runs = [x for x in ex.runs if x.effect.kind == "content"]

@@ -15,7 +15,8 @@ import traceback
 
 from chaos.common import FAULT_TOKEN_HEADER, openai_error
 from chaos.reference.h1server import REASONS, Server, error_body, linger, quiet, read_whole, send_json
-from chaos.reference.http1 import HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body, read_head
+from chaos.reference.http1 import (HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body,
+                                  read_head)
 
 from . import admin
 from .base import Run
@@ -147,10 +148,9 @@ class LLMProxy:
     # -- one request ---------------------------------------------------------------------------------------
 
     async def _exchange(self, reader, writer, head) -> bool:
-        method, target, version = head.first
-        keep = version == "HTTP/1.1" and "close" not in head.tokens("connection")
-        if target.startswith(("http://", "https://")):  # absolute form: the path is what we route on
-            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
+        method, version = head.first[0], head.first[2]
+        keep = head.keeps_alive(True)
+        target = head.origin_target()  # the path is what we route on
         path = target.split("?", 1)[0]
         try:
             framing = body_framing(head, True)

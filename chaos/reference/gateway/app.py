@@ -74,12 +74,9 @@ class Gateway:
     # -- one request --------------------------------------------------------------------------------------
     async def handle(self, reader, writer, head) -> bool:
         """Route one request and answer it (h1server.Server's handler); whether the connection may serve another."""
-        method, target, version = head.first
-        if target.startswith(("http://", "https://")):  # absolute form: the path is what we route on
-            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
-        path = target.split("?", 1)[0]
-        keep = version == "HTTP/1.1" and "close" not in head.tokens("connection")
-        call = Call(reader, writer, head, path, keep, head.get("x-request-id") or uuid.uuid4().hex)
+        method = head.first[0]
+        path = head.origin_target().split("?", 1)[0]  # the path is what we route on
+        call = Call(reader, writer, head, path, head.keeps_alive(True), head.get("x-request-id") or uuid.uuid4().hex)
         try:
             call.expect_body(body_framing(head, True))
             routes = ROUTES.get(path)

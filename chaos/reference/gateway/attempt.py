@@ -85,8 +85,7 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
                 conn, resp = await u.conns.send(message)
                 status = int(resp.first[1])
                 framing = body_framing(resp, False, "POST")
-                keep = resp.first[0] == "HTTP/1.1" and "close" not in resp.tokens("connection") \
-                    and framing[0] != "close"
+                keep = resp.keeps_alive(False, framing)
                 ctype = resp.get("content-type") or "application/json"
                 served = served_as or resp.get("x-served-by") or u.name
                 out_headers = {"x-request-id": rid, "x-served-by": served, "x-gateway-attempts": str(attempts),
