@@ -71,18 +71,16 @@ def _needs_reader(path: str) -> bool:
 
 
 def _reader_entries(path: str, options=None):
-    from ..replay import Item, Scrubber, iter_log
+    from ..replay import Problem, Scrubber, iter_log
     from .replayopts import FILTERED, FIXED_KEY, SCRUBBED_KEY, TRACE_FORMATS, scrub_counts
 
     keep = options.compiled() if options is not None else None
     scrubber = Scrubber() if options is not None and options.scrub else None
-    for it in iter_log(path):
-        if not isinstance(it, Item):
-            yield it.line_no, None, f"{path}:{it.line_no}: {it.why}"
-            continue
+
+    def entry(it):
         if keep is not None and not keep.match(it):  # on the logged request, before anything is changed
-            yield it.line_no, {"timestamp": it.offset_s} if it.offset_s is not None else None, FILTERED  # (its time only)
-            continue
+            # (its time only)
+            return it.line_no, {"timestamp": it.offset_s} if it.offset_s is not None else None, FILTERED
         counts = None
         if scrubber is not None:  # before the body is copied anywhere: nothing downstream sees the raw text
             before = scrubber.report()
@@ -97,7 +95,14 @@ def _reader_entries(path: str, options=None):
             e["timestamp"] = it.offset_s
         if it.case:
             e["case"] = it.case if scrubber is None else scrubber.text(it.case)  # a tag names the Locust entries
-        yield it.line_no, e, None
+        return it.line_no, e, None
+
+    # prepare: iter_log reads the lines a batch at a time and runs entry on each before handing any on (faster)
+    for got in iter_log(path, prepare=entry):
+        if isinstance(got, Problem):
+            yield got.line_no, None, f"{path}:{got.line_no}: {got.why}"
+        else:
+            yield got
 
 
 def _timestamp(e: dict) -> float | None:

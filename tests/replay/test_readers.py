@@ -155,3 +155,39 @@ def test_unknown_formats_say_what_to_do(tmp_path):
     q.write_text("hello\nworld\n")
     with pytest.raises(ValueError, match="pass fmt="):
         list(iter_log(q))
+
+
+def test_with_a_scrubber_lines_are_read_a_batch_at_a_time_and_yielded_in_file_order(tmp_path):
+    from chaos.replay.readers import SCRUB_BATCH, SCRUB_BATCH_BYTES
+
+    rows = [b"{not json" if n % 10 == 7 else json.dumps({"prompt": f"line {n} mail u{n}@example.com"}).encode()
+            for n in range(1, 151)]
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(b"\n".join(rows) + b"\n")
+    s, plain = Scrubber(), Scrubber()
+    scrubbed = list(iter_log(p, scrubber=s))
+    expect = list(iter_log(p))
+    for it in expect:
+        if isinstance(it, Item):
+            plain.scrub_item(it)
+    assert [(type(x), x.line_no) for x in scrubbed] == [(type(x), x.line_no) for x in expect]  # Problems in place
+    assert [x.body for x in scrubbed if isinstance(x, Item)] == [x.body for x in expect if isinstance(x, Item)]
+    assert s.report() == plain.report() == {"email": 135, "total": 135}
+    # prepare sees a whole batch before the first is handed on: SCRUB_BATCH lines, or fewer long ones
+    seen = []
+    first = next(iter(iter_log(p, prepare=lambda it: seen.append(it.line_no) or it.line_no)))
+    assert first == 1 and len(seen) == SCRUB_BATCH - SCRUB_BATCH // 10  # the batch's Problems count in it
+    big = tmp_path / "big.jsonl"
+    size = SCRUB_BATCH_BYTES // 3 + 1
+    big.write_bytes(b"".join(json.dumps({"prompt": "x" * size}).encode() + b"\n" for _ in range(10)))
+    seen.clear()
+    assert next(iter(iter_log(big, prepare=lambda it: seen.append(it.line_no) or it))).line_no == 1
+    assert seen == [1, 2, 3]  # memory: a batch ends once its lines pass SCRUB_BATCH_BYTES
+
+    def deep(it):
+        if it.line_no == 3:
+            raise RecursionError
+        return it.line_no
+
+    got = list(iter_log(p, prepare=deep))
+    assert got[:3] == [1, 2, got[2]] and isinstance(got[2], Problem) and "nested too deeply" in got[2].why

@@ -90,6 +90,7 @@ def test_a_remote_url_is_refused_without_allow_remote(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 def test_a_target_file_is_started_replayed_against_and_stopped(tmp_path):
     log = tmp_path / "log.jsonl"
     write_log(log, 10)
@@ -145,6 +146,7 @@ def _stop(p) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
     p, out = _replay_in_flight(tmp_path)
     try:
@@ -162,6 +164,7 @@ def test_ctrl_c_stops_the_replay_and_the_target_it_started(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 def test_a_killed_replay_is_stopped_by_recover(tmp_path):
     """SIGKILLed, the replay cannot stop what it started: its journal and mark let `chaos recover` do it."""
     p, out = _replay_in_flight(tmp_path)

@@ -103,6 +103,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 @pytest.mark.parametrize("others", ["r1", "r0,r1"])
 def test_a_hook_the_replicas_refuse_is_reported_not_judged_as_applied(tmp_path, others):
     f = tmp_path / "refused.yaml"

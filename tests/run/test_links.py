@@ -182,6 +182,7 @@ faults:
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 def test_recover_undoes_a_killed_runs_links(tmp_path, toxiproxy_url):
     """SIGKILL the run with a toxic and a proxy rule on: recover deletes the proxy it made on the user's server
     (toxic and all) and stops the LLM proxy it started."""
@@ -235,6 +236,7 @@ def test_an_unreachable_toxiproxy_url_stops_the_run_before_anything_starts(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # judges state, not time
 def test_a_vendor_behind_both_proxies_keeps_its_key_out_of_their_logs(tmp_path, vendor):
     """An openai target (the reference server standing in for a vendor, with a key): the client link gets a
     Toxiproxy latency and an LLM proxy rule that fails the 2nd and 4th requests with a 503."""

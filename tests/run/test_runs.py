@@ -306,6 +306,7 @@ def test_unhealthy_before_faults_gets_no_faults(tmp_path):
     assert rep["checks"][0]["name"] == "steady state before faults" and not rep["checks"][0]["passed"]
 
 
+@pytest.mark.beside  # judges state, not time
 def test_process_target_runs_any_command(tmp_path):
     exp = f"""\
 name: proc
