@@ -275,8 +275,8 @@ def iter_log(path, fmt: str = "auto", mapping: dict | LogMapping | None = None, 
     offsets (not sorted here: sorting would need the whole file in memory).
 
     With a scrubber or prepare, lines are read SCRUB_BATCH at a time (fewer once they pass SCRUB_BATCH_BYTES),
-    then each item is scrubbed and prepared, then they are yielded: the scrubber's code stays warm in the CPU's
-    caches, where scrubbing between reads costs ~25 % more (BENCHMARKS.md section 9). An Item too deeply nested
+    then each item is scrubbed and prepared, then they are yielded: scrubbing between reads costs ~25 % more
+    (BENCHMARKS.md section 9; the reader's code and the scrubber's evict each other from the CPU's caches). An Item too deeply nested
     to scrub (a RecursionError) becomes a Problem.
 
     ValueError (on the first next(), before anything is yielded) for bad arguments or a format that cannot be
