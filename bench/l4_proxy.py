@@ -3,6 +3,7 @@ toxiproxy-server when TOXIPROXY_URL is set or toxiproxy-server is on PATH), meas
 
     python bench/l4_proxy.py            # ~1 min on 2 cores
     python bench/l4_proxy.py --quick    # ~15 s
+    git worktree add /tmp/base HEAD~1 && python bench/l4_proxy.py --baseline /tmp/base   # before and after
 
 The upstream (keep-alive HTTP, SSE, downloads) runs in its own process; the client is blocking sockets in this
 one. Every figure is the median over interleaved rounds of (through the proxy - direct) for that round.
@@ -202,14 +203,19 @@ def _wait(port: int, proc) -> None:
     raise SystemExit(f"no answer on port {port}")
 
 
-def start_engines() -> tuple[dict[str, int], list[subprocess.Popen]]:
+def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]:
+    """The bundled server of this checkout ("bundled"), of each baseline checkout ("bundled@COMMIT"), and a real
+    one where there is one ("real")."""
     procs, ports = [], {}
-    port = _free_port()
-    p = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
-                         stdout=subprocess.DEVNULL, start_new_session=True)
-    procs.append(p)
-    _wait(port, p)
-    ports["bundled"] = port
+    for tree in (None, *baselines):
+        port = _free_port()
+        env = None if tree is None else {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+        p = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
+                             stdout=subprocess.DEVNULL, start_new_session=True, env=env,
+                             cwd=None if tree is None else os.path.abspath(tree))
+        procs.append(p)
+        _wait(port, p)
+        ports["bundled" if tree is None else "bundled@" + _tree_name(tree)] = port
     url = os.environ.get("TOXIPROXY_URL")
     if url:
         u = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
@@ -222,6 +228,15 @@ def start_engines() -> tuple[dict[str, int], list[subprocess.Popen]]:
         _wait(port, p)
         ports["real"] = port
     return ports, procs
+
+
+def _tree_name(tree: str) -> str:
+    """A checkout's short commit (what the baseline is), or its folder's name."""
+    try:
+        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.path.basename(os.path.abspath(tree))
 
 
 def make_proxy(api_port: int, name: str, upstream: int) -> int:
@@ -294,8 +309,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 rounds, 16 MB downloads (~15 s)")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    ap.add_argument("--baseline", metavar="TREE", action="append", default=[],
+                    help="also run the bundled server of another checkout (say `git worktree add /tmp/base HEAD~1`), "
+                         "as a column bundled@COMMIT in the same rounds; may be repeated")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    for tree in args.baseline:
+        if not os.path.isdir(os.path.join(tree, "chaos", "proxy", "toxiproxy")):
+            ap.error(f"--baseline {tree}: not a checkout of llm-chaos with the bundled Toxiproxy server")
     if args.serve_upstream:
         asyncio.run(_serve_upstream())
         return 0
@@ -305,7 +326,7 @@ def main() -> int:
     procs = [up]
     try:
         upstream = int(up.stdout.readline())
-        ports, started = start_engines()
+        ports, started = start_engines(args.baseline)
         procs += started
         through = {eng: make_proxy(p, "bench_l4", upstream) for eng, p in ports.items()}
         ov = overhead(upstream, through, rounds, args.quick)

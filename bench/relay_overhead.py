@@ -217,6 +217,7 @@ def report(results: dict, ports: dict, levels: list[int], cpu: dict, events: int
             for path in ports:
                 if path.startswith("toxiproxy[") and path != real:
                     mine, theirs = (_relay.added(results, p, c, "ttft50") for p in (path, real))
+                    missed += mine > theirs
                     print(f"  {path} first event added {mine:+.2f} ms vs the real server's {theirs:+.2f} ms: "
                           f"{'met' if mine <= theirs else 'MISSED'}")
         print()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import os
 import random
 import socket
 import struct
+import termios
 
 from .stages import Latency, ResetPeer, Stage, new_stage
 from .toxics import DOWNSTREAM, UPSTREAM
@@ -231,9 +233,9 @@ class Pipe:
 
 
 def _discard_unread(transport, most: int = 4 << 20) -> None:
-    """Read and drop what the peer sent that nobody read (a request that came before the upstream answered, or
-    while a toxic held the direction): Linux answers close() on a socket with unread data with RST, and the real
-    server's clients see FIN (EOF) when a proxy is disabled or its upstream refuses."""
+    """Read and drop what the peer sent that nobody read (while a toxic held the direction, or reading paused):
+    Linux answers close() on a socket with unread data with RST, and the real server's clients see FIN (EOF) when
+    a proxy is disabled or a toxic closes their connection."""
     sock = transport.get_extra_info("socket")
     if sock is None:
         return
@@ -251,6 +253,15 @@ def _discard_unread(transport, most: int = 4 << 20) -> None:
             if not data:
                 return
             most -= len(data)
+
+
+def _unread_bytes(transport) -> int:
+    """Bytes in the transport's socket that nobody has read (FIONREAD); 0 where that cannot be told."""
+    sock = transport.get_extra_info("socket")
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def _resolve(fut: asyncio.Future) -> None:
@@ -283,7 +294,14 @@ class Connection:
         try:
             transport, _ = await self.loop.create_connection(lambda: UpstreamSide(self), host, port)
         except (OSError, ValueError):
-            self.close()  # accepted, then closed: what a client of the real server sees too
+            # Accepted, then closed unread, as by toxiproxy-server, which reads nothing of a client before its
+            # upstream answers: a client that sent its request by then gets RST (Linux's answer to closing over
+            # unread data), one that sent nothing FIN. uvloop may have read the request already: held here, it
+            # counts as unread.
+            if self.up.queued or _unread_bytes(self.client):
+                self.reset()
+            else:
+                self.close()
             return
         if self.closed:
             transport.close()
@@ -306,6 +324,8 @@ class Connection:
             self.close()
 
     def close(self) -> None:
+        """Close both sides with FIN: what the peers sent that was not read yet is dropped first, as the real
+        server's links read each side as data comes (a toxic holding a direction only holds what was read)."""
         if self.closed:
             return
         self.closed = True

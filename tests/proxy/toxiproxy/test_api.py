@@ -43,7 +43,9 @@ def test_create_show_list_delete(engine, upstream):
     assert p["enabled"] is True and p["toxics"] == [] and p["upstream"] == f"127.0.0.1:{upstream.http_port}"
     st, h, body = engine.api("GET", f"/proxies/{p['name']}")
     assert st == 200 and h["content-type"] == "application/json"
-    assert {k: v for k, v in json.loads(body).items() if k != "Logger"} == p
+    shown = json.loads(body)
+    assert shown.get("Logger", {}) == p.pop("Logger", {}) == {}  # the real server's Go artefact, in both answers
+    assert {k: v for k, v in shown.items() if k != "Logger"} == p
     st, _, body = engine.api("GET", "/proxies")
     assert st == 200 and p["name"] in json.loads(body)
     st, _, body = engine.api("DELETE", f"/proxies/{p['name']}")

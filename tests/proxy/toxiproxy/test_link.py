@@ -55,20 +55,32 @@ def test_disable_closes_listener_and_connections_and_reenable_keeps_the_address(
         c.close()
 
 
-def test_unreachable_upstream_accepts_then_closes_with_fin(engine):
-    """Accepted, then closed with FIN (EOF), as the real server does, even though the client's request came
-    before the refusal and was never read: closing over unread data would send RST (ECONNRESET) instead."""
+def test_unreachable_upstream_accepts_then_closes_unread(engine):
+    """Accepted, then closed without reading anything, as the real server does (toxiproxy-server 2.12.0 built here:
+    RST in 30 of 30 tries when the request came at once, FIN in 30 of 30 when it came 10 ms later). Closing over
+    the unread request answers with RST (ECONNRESET); a client that has sent nothing by the close reads EOF. The
+    bundled server on uvloop has read the request by then (uvloop reads before the pause takes): it resets."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]  # nothing listens here once closed
     p = engine.proxy(dead)
-    for _ in range(10):
+    seen = []
+    for delay in [0.0] * 10 + [0.3] * 3:
         s = socket.create_connection(addr(p["listen"]), timeout=5)
         try:
+            if delay:
+                time.sleep(delay)
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
-            assert s.recv(100) == b""  # a reset raises ConnectionResetError here
+            seen.append((delay, s.recv(100)))
+        except ConnectionResetError:
+            seen.append((delay, "RST"))
         finally:
             s.close()
+    at_once = [got for delay, got in seen if not delay]
+    # Nothing comes back. Sent at once, the request is mostly in the socket at the close: RST. Not always: the
+    # real server here closed first in 2-4 of 10 tries under pytest, and the client then reads FIN.
+    assert set(at_once) <= {"RST", b""} and at_once.count("RST") >= 1, seen
+    assert [got for delay, got in seen if delay] == [b""] * 3, seen  # sent after the close: EOF
 
 
 def test_half_close(engine, upstream):
