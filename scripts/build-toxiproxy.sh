@@ -27,8 +27,9 @@ if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
 else
   cp -r "$src"/. "$pkg"
 fi
-sed -i 's/CallerMarshalFunc = func(pc uintptr, file string, line int) string {/CallerMarshalFunc = func(file string, line int) string {/' \
-  "$pkg/cmd/server/server.go"
+old='CallerMarshalFunc = func(pc uintptr, file string, line int) string {'
+new='CallerMarshalFunc = func(file string, line int) string {'
+sed -i "s/$old/$new/" "$pkg/cmd/server/server.go"
 mkdir -p "$out"
 (cd "$pkg" && GOPATH="$gopath:/usr/share/gocode" GO111MODULE=off GOFLAGS= go build \
   -ldflags "-X github.com/Shopify/toxiproxy/v2.Version=${tag#v}" -o "$out/toxiproxy-server" ./cmd/server)

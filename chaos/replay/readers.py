@@ -4,8 +4,9 @@ Memory is bounded by the longest line, never by the file: a 1 GB log is read lik
 only up to max_line_bytes (MAX_LINE_BYTES, 64 MiB, by default); a longer one is a Problem, dropped as it streams
 past, of which the reader never holds more than max_line_bytes (in a buffer of at most 1.125 x that, plus a 16 KiB
 read chunk). A line within the limit costs about 3 x its size while it is parsed (its bytes, its text, the decoded
-values). A trace's synthesised prompt is bounded too (traces.MAX_PROMPT_TOKENS). With a scrubber, up to
-SCRUB_BATCH items are held at once, and only as many as fit in SCRUB_BATCH_BYTES (1 MiB) of lines plus one.
+values). A trace's synthesised prompt is bounded too (traces.MAX_PROMPT_TOKENS). With a scrubber (or prepare),
+up to SCRUB_BATCH lines are held at once, and only as many as fit in SCRUB_BATCH_BYTES (1 MiB, their synthesised
+prompts counted) plus one.
 
 Hostile input is reported, never fatal. Each line that cannot be read (not JSON, invalid UTF-8, NUL bytes, too
 long, too deeply nested, a bad CSV row) is a Problem with its line number, and reading goes on. A file that
@@ -274,10 +275,11 @@ def iter_log(path, fmt: str = "auto", mapping: dict | LogMapping | None = None, 
     yielded in the Item's place. offset_s counts from the first timed item; an unsorted log gives negative
     offsets (not sorted here: sorting would need the whole file in memory).
 
-    With a scrubber or prepare, lines are read SCRUB_BATCH at a time (fewer once they pass SCRUB_BATCH_BYTES),
-    then each item is scrubbed and prepared, then they are yielded: scrubbing between reads costs ~25 % more
-    (BENCHMARKS.md section 9; the reader's code and the scrubber's evict each other from the CPU's caches). An Item too deeply nested
-    to scrub (a RecursionError) becomes a Problem.
+    With a scrubber or prepare, lines are read SCRUB_BATCH at a time (fewer once they and the prompts made for
+    them pass SCRUB_BATCH_BYTES), then each item is scrubbed and prepared, then they are yielded: scrubbing
+    between reads costs ~25 % more (BENCHMARKS.md section 9; most likely the reader's code and the scrubber's
+    evicting each other from the CPU's caches). An Item too deeply nested to scrub (a RecursionError) becomes a
+    Problem.
 
     ValueError (on the first next(), before anything is yielded) for bad arguments or a format that cannot be
     told; an empty file yields nothing. Anything wrong in the file after that is a Problem (see the module's
@@ -342,7 +344,7 @@ def _parsed(path, fmt: str, m: LogMapping | None, synth: PromptSynth, max_line_b
         lines = _lines(src, max_line_bytes)
         if fmt in ("azure", "burstgpt"):
             for got in iter_csv_trace(_texts(lines, fmt), fmt, synth):
-                yield got if isinstance(got, Problem) else (*got, 0)  # a row's prompt is synthesised, bounded
+                yield got if isinstance(got, Problem) else (*got, _synthesised(got[1]))
             return
         for line_no, line in lines:
             if isinstance(line, Problem):
@@ -374,7 +376,18 @@ def _parsed(path, fmt: str, m: LogMapping | None, synth: PromptSynth, max_line_b
                 got = envelope_item(line_no, e)
             else:
                 got = openai_item(line_no, e)
-            yield got if isinstance(got, Problem) else (*got, len(line))
+            if isinstance(got, Problem):
+                yield got
+            else:  # what the item holds, for the batches' bound: its line, and a prompt made for it
+                yield *got, len(line) + (_synthesised(got[1]) if fmt == "mooncake" else 0)
+
+
+def _synthesised(item: Item) -> int:
+    """Characters of the prompt a trace's item was given (a 16 Mi-token cap allows tens of MB)."""
+    body = item.body
+    if isinstance(body.get("prompt"), str):
+        return len(body["prompt"])
+    return sum(len(m.get("content") or "") for m in body.get("messages") or () if isinstance(m, dict))
 
 
 def _texts(lines, fmt: str):

@@ -191,3 +191,16 @@ def test_with_a_scrubber_lines_are_read_a_batch_at_a_time_and_yielded_in_file_or
 
     got = list(iter_log(p, prepare=deep))
     assert got[:3] == [1, 2, got[2]] and isinstance(got[2], Problem) and "nested too deeply" in got[2].why
+
+
+def test_a_batch_counts_the_prompts_made_for_a_trace(tmp_path):
+    """A trace's lines are short and the prompts made for them may be MBs (up to 16 Mi tokens): they count."""
+    from chaos.replay.readers import SCRUB_BATCH_BYTES
+
+    rows = [b"2023-11-16 18:15:%02d.6805900,600000,5" % n for n in range(10)]  # ~600k characters of prompt each
+    p = tmp_path / "trace.csv"
+    p.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + b"\n".join(rows) + b"\n")
+    seen = []
+    first = next(iter(iter_log(p, prepare=lambda it: seen.append(len(it.body["prompt"])) or it)))
+    assert first.line_no == 2 and seen[0] > SCRUB_BATCH_BYTES // 4  # a prompt far longer than its line
+    assert sum(seen[:-1]) < SCRUB_BATCH_BYTES <= sum(seen) and len(seen) < 10  # the batch ended on the prompts
