@@ -268,6 +268,15 @@ def wait_listening(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
+def tree_name(tree: str) -> str:
+    """A checkout's short commit (what a --baseline is), or its folder's name."""
+    try:
+        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.path.basename(os.path.abspath(tree))
+
+
 def loop_env(loop: str) -> dict:
     """The environment that starts a relay on the given event loop (chaos.common.run_event_loop reads it)."""
     return {**os.environ, "CHAOS_EVENT_LOOP": loop}

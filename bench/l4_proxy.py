@@ -25,6 +25,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import _relay
 from _table import print_table
 
 # -- the upstream (run as a child process: --serve-upstream) --------------------------------------------------
@@ -215,7 +216,7 @@ def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]
                              cwd=None if tree is None else os.path.abspath(tree))
         procs.append(p)
         _wait(port, p)
-        ports["bundled" if tree is None else "bundled@" + _tree_name(tree)] = port
+        ports["bundled" if tree is None else "bundled@" + _relay.tree_name(tree)] = port
     url = os.environ.get("TOXIPROXY_URL")
     if url:
         u = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
@@ -228,15 +229,6 @@ def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]
         _wait(port, p)
         ports["real"] = port
     return ports, procs
-
-
-def _tree_name(tree: str) -> str:
-    """A checkout's short commit (what the baseline is), or its folder's name."""
-    try:
-        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.path.basename(os.path.abspath(tree))
 
 
 def make_proxy(api_port: int, name: str, upstream: int) -> int:

@@ -134,7 +134,7 @@ def main() -> int:
         for tree in a.baseline:
             if not os.path.isdir(os.path.join(tree, "chaos")):
                 ap.error(f"--baseline {tree}: not a checkout of llm-chaos (no chaos/ in it)")
-            trees.append(("@" + _tree_name(tree), os.path.abspath(tree)))
+            trees.append(("@" + _relay.tree_name(tree), os.path.abspath(tree)))
         for relay in relays:
             for tag, root in trees:
                 for loop in loops:
@@ -171,15 +171,6 @@ def main() -> int:
     finally:
         _relay.stop(procs)
     return report(results, ports, levels, cpu, a.events)
-
-
-def _tree_name(tree: str) -> str:
-    """A checkout's short commit (what the baseline is), or its folder's name."""
-    try:
-        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.path.basename(os.path.abspath(tree))
 
 
 def _cpu_s(pid: int) -> float:
