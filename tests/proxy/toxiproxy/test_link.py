@@ -65,7 +65,7 @@ def test_unreachable_upstream_accepts_then_closes_unread(engine):
         dead = s.getsockname()[1]  # nothing listens here once closed
     p = engine.proxy(dead)
     seen = []
-    for delay in [0.0] * 10 + [0.3] * 3:
+    for delay in [0.0] * 10 + [0.5] * 3:
         s = socket.create_connection(addr(p["listen"]), timeout=5)
         try:
             if delay:
