@@ -210,9 +210,9 @@ def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]
     procs, ports = [], {}
     for tree in (None, *baselines):
         port = _free_port()
-        env = None if tree is None else {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+        # `python -m` puts its working directory first on sys.path: a baseline runs its own checkout's code
         p = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
-                             stdout=subprocess.DEVNULL, start_new_session=True, env=env,
+                             stdout=subprocess.DEVNULL, start_new_session=True,
                              cwd=None if tree is None else os.path.abspath(tree))
         procs.append(p)
         _wait(port, p)
