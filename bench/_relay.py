@@ -99,6 +99,58 @@ def start_upstream(first_ms: float, gap_ms: float, events: int) -> tuple[subproc
                  r"PORT (\d+)")
 
 
+# -- the floor: a bare relay ---------------------------------------------------------------------------------
+
+class _Copy(asyncio.Protocol):
+    """One side of a bare relay: what it reads goes to the other side's transport, nothing more (no parsing, no
+    flow control: the bench's streams are small). What any relay written in Python pays on this machine: the
+    wake-ups, a read and a write per hop, the event loop's own turn."""
+
+    def __init__(self, up_port: int | None = None):
+        self.t = self.other = None
+        self.held: list[bytes] = []  # what the client sent before the upstream connection was made
+        self.up_port = up_port
+
+    def connection_made(self, transport):
+        self.t = transport
+        if self.up_port is not None:  # a client's side: dial the upstream
+            asyncio.get_running_loop().create_task(self._dial())
+
+    async def _dial(self):
+        try:
+            _, up = await asyncio.get_running_loop().create_connection(_Copy, "127.0.0.1", self.up_port)
+        except OSError:
+            self.t.close()
+            return
+        up.other, self.other = self, up
+        for data in self.held:
+            up.t.write(data)
+        self.held = []
+
+    def data_received(self, data):
+        if self.other is None:
+            self.held.append(data)
+        else:
+            self.other.t.write(data)
+
+    def connection_lost(self, exc):
+        if self.other is not None:
+            self.other.t.close()
+
+
+async def _serve_floor(up_port: int) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Copy(up_port), "127.0.0.1", 0, backlog=2048)
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    await server.serve_forever()
+
+
+def start_floor(up_port: int, loop: str) -> tuple[subprocess.Popen, int]:
+    """A bare relay in front of up_port, on loop (asyncio or uvloop): the floor under every relay in Python."""
+    return spawn([sys.executable, os.path.abspath(__file__), "floor", str(up_port)], r"PORT (\d+)",
+                 env=loop_env(loop))
+
+
 # -- the client --------------------------------------------------------------------------------------------
 
 class _Stream(asyncio.Protocol):
@@ -287,3 +339,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if __name__ == "__main__" and sys.argv[1:2] == ["upstream"]:
     first_ms, gap_ms, events = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
     asyncio.run(_serve_upstream(first_ms / 1000, gap_ms / 1000, events))
+elif __name__ == "__main__" and sys.argv[1:2] == ["floor"]:
+    if os.environ.get("CHAOS_EVENT_LOOP") == "uvloop":  # as chaos.common.run_event_loop would, without chaos
+        import uvloop
+        uvloop.run(_serve_floor(int(sys.argv[2])))
+    else:
+        asyncio.run(_serve_floor(int(sys.argv[2])))

@@ -7,6 +7,10 @@ The harness is bench/_relay.py: an SSE upstream of --events events --gap-ms apar
 that only stamps reads, one keep-alive connection per stream, rounds that alternate the paths, and each
 "added" figure the median over rounds of (relayed - direct) of that round's percentile.
 
+The floor is a bare relay in Python (bench/_relay.py: bytes copied from one transport to the other, no parsing),
+on each loop: what any relay written in Python pays on this machine for its two extra hops (two wake-ups, a read
+and a write each). "over floor" is a relay's added TTFT P50 less the floor's on the same loop: its own work.
+
     python bench/relay_overhead.py                 # ~4 min: 8 rounds, every relay on both loops
     python bench/relay_overhead.py --quick         # ~1 min: 3 rounds
     python bench/relay_overhead.py --relays gateway --loops asyncio --profile gateway   # py-spy a 50-stream run
@@ -39,7 +43,7 @@ AIMS = {  # (relay, streams, figure): most ms it may add
     ("gateway", 50, "itl99"): 1.0, ("gateway", 200, "itl99"): 3.0,
     ("llm-proxy", 1, "ttft50"): 0.3, ("llm-proxy", 200, "ttft50"): 2.0,
 }
-RELAYS = ("gateway", "llm-proxy", "toxiproxy")
+RELAYS = ("floor", "gateway", "llm-proxy", "toxiproxy")
 
 
 def _loops() -> list[str]:
@@ -50,6 +54,10 @@ def start_relay(relay: str, loop: str, up: int, procs: list, root: str = _relay.
     """The port a client sends to, for relay on loop in front of upstream port up (its process: procs[-1]); root:
     the checkout whose code it runs (`python -m` puts the working directory first on sys.path)."""
     env = _relay.loop_env(loop)
+    if relay == "floor":
+        p, port = _relay.start_floor(up, loop)
+        procs.append(p)
+        return port
     if relay == "gateway":
         port = _relay.free_port()
         procs.append(subprocess.Popen(
@@ -137,6 +145,8 @@ def main() -> int:
             trees.append(("@" + _relay.tree_name(tree), os.path.abspath(tree)))
         for relay in relays:
             for tag, root in trees:
+                if relay == "floor" and tag:
+                    continue  # the floor is the bench's own code: one is enough
                 for loop in loops:
                     key = f"{relay}{tag}[{loop}]"
                     ports[key] = start_relay(relay, loop, up, procs, root)
@@ -188,10 +198,13 @@ def report(results: dict, ports: dict, levels: list[int], cpu: dict, events: int
         for path in ports:
             row = [path, _relay.median_of(results, path, c, "ttft50"), _relay.median_of(results, path, c, "itl99")]
             if path == "direct":
-                rows.append(row + [None, None, None, ""])
+                rows.append(row + [None, None, None, None, ""])
                 continue
             add = {k: _relay.added(results, path, c, k) for k in ("ttft50", "ttft99", "itl99")}
             relay = path.split("[")[0]
+            floor = "floor[" + path.split("[")[1] if "[" in path else None
+            over = add["ttft50"] - _relay.added(results, floor, c, "ttft50") \
+                if floor in ports and path != floor else None
             verdicts = []  # a baseline's relay (relay@rev) is judged by nothing: it is there to compare with
             for k in ("ttft50", "itl99"):
                 aim = AIMS.get((relay, c, k))
@@ -200,9 +213,9 @@ def report(results: dict, ports: dict, levels: list[int], cpu: dict, events: int
                     missed += not ok
                     verdicts.append(f"{'TTFT P50' if k == 'ttft50' else 'ITL P99'} <= {aim:g}: "
                                     f"{'met' if ok else 'MISSED'}")
-            rows.append(row + [add["ttft50"], add["ttft99"], add["itl99"], "; ".join(verdicts)])
-        print_table(["path", "TTFT P50 ms", "ITL P99 ms", "added TTFT P50", "added TTFT P99", "added ITL P99",
-                     "aim"], rows)
+            rows.append(row + [add["ttft50"], over, add["ttft99"], add["itl99"], "; ".join(verdicts)])
+        print_table(["path", "TTFT P50 ms", "ITL P99 ms", "added TTFT P50", "over floor", "added TTFT P99",
+                     "added ITL P99", "aim"], rows)
         real = next((p for p in ports if "real" in p), None)
         if real:
             for path in ports:

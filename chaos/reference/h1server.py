@@ -18,7 +18,7 @@ import asyncio
 import json
 
 from ..common import error_type_for, openai_error
-from .http1 import HEAD_LIMIT, LAST_CHUNK, HTTPError, chunk, encode_head, read_body, read_head, too_large
+from .http1 import HEAD_LIMIT, LAST_CHUNK, HTTPError, buffered, chunk, encode_head, read_body, read_head, too_large
 
 MAX_REQUESTS = 100_000  # per client connection
 LINGER_S = 10.0  # after refusing a body it has not read: how long its bytes are read and dropped, at most
@@ -119,6 +119,10 @@ class StreamOut:
         if self.head is not None:
             out, self.head = self.head + out, None
         return out
+
+    def push(self, data: bytes, last: bool = False) -> None:
+        """Write without waiting (a relay's read callback): the caller watches the transport's buffer."""
+        self.writer.write(self._frame(data, last))
 
     async def write(self, data: bytes) -> None:
         self.writer.write(self._frame(data, False))
@@ -225,7 +229,7 @@ class Server:
         """The next request head; HTTPError 408 past the header deadline, TimeoutError (closed quietly) past
         idle_s with no byte of one."""
         loop = asyncio.get_running_loop()
-        pending = first or bool(reader._buffer)  # noqa: SLF001 - a pipelined head has begun already; no public peek
+        pending = first or bool(buffered(reader))  # a pipelined head has begun already
         try:
             async with asyncio.timeout(self.header_timeout if pending else self.idle_s) as deadline:
                 if not pending:

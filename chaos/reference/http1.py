@@ -1,6 +1,7 @@
-"""Just enough HTTP/1.1 for a reverse proxy: heads, bodies by Content-Length / chunked / close, one upstream pool,
-and the relay of a body in batches. The one relay design of the gateway (chaos/reference/gateway) and the LLM fault
-proxy (chaos/proxy/llm): it lives with the reference server, which imports nothing of the toolkit.
+"""Just enough HTTP/1.1 for a reverse proxy: heads, bodies by Content-Length / chunked / close, one upstream pool;
+with pump.py (a body relayed from the transport's reads), the one relay design of the gateway
+(chaos/reference/gateway) and the LLM fault proxy (chaos/proxy/llm). It lives with the reference server, which
+imports nothing of the toolkit.
 
 Written on asyncio streams rather than aiohttp because the relay must add well under a millisecond to a stream's
 first token: no per-chunk parsing, no header objects beyond a list of pairs, a body relayed as the bytes arrive.
@@ -139,6 +140,25 @@ def body_framing(head: Head, request: bool, method: str = "GET") -> tuple[str, i
     return ("none", 0) if request else ("close", 0)
 
 
+# asyncio's StreamReader has no public peek or unread: every use of its buffer is one of these three.
+def buffered(r: asyncio.StreamReader) -> bytearray:
+    """What r holds unread (its own buffer: look, do not change)."""
+    return r._buffer  # noqa: SLF001
+
+
+def take_buffered(r: asyncio.StreamReader) -> bytes:
+    """All that r holds unread, taken out of it (and its transport read again if a full buffer had paused it)."""
+    data = bytes(r._buffer)  # noqa: SLF001
+    r._buffer.clear()  # noqa: SLF001
+    r._maybe_resume_transport()  # noqa: SLF001
+    return data
+
+
+def unread(r: asyncio.StreamReader, data: bytes) -> None:
+    """Put data back in front of what r holds, for its next read."""
+    r._buffer[0:0] = data  # noqa: SLF001
+
+
 def chunk_size(line: bytes, bad: int) -> int:
     """The size a chunk-size line gives (extensions dropped); HTTPError(bad) when it is not hex or overflows."""
     digits = line.split(b";", 1)[0].strip()
@@ -175,7 +195,7 @@ async def iter_body(reader: asyncio.StreamReader, framing: tuple[str, int], requ
             if pieces:
                 yield pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if dechunk.rest:  # the next request (pipelined) or whatever follows: left for the next reader
-            reader._buffer[0:0] = dechunk.rest  # noqa: SLF001 - asyncio has no public unread
+            unread(reader, dechunk.rest)
     elif kind == "close":
         while piece := await reader.read(PIECE):
             yield piece
@@ -195,25 +215,6 @@ async def read_body(reader: asyncio.StreamReader, framing: tuple[str, int], limi
             raise HTTPError(too_large(limit), 413)
         parts.append(piece)
     return b"".join(parts)
-
-
-def ready(r: asyncio.StreamReader, kind: str) -> bool:
-    """Is the next piece of the body already whole in the reader's buffer (so taking it cannot wait)?"""
-    buf = r._buffer  # noqa: SLF001 - asyncio has no public peek
-    if not buf:
-        return False
-    if kind != "chunked":
-        return True
-    i = buf.find(b"\r\n")
-    if i < 0:
-        return False
-    try:
-        size = chunk_size(bytes(buf[:i]), 502)
-    except HTTPError:
-        return True  # iter_body raises on it at once
-    if size == 0:
-        return bytes(buf[i + 2:i + 4]) == b"\r\n"  # the end, no trailers
-    return len(buf) >= i + 2 + size + 2
 
 
 class Dechunker:
@@ -265,41 +266,6 @@ class Dechunker:
     @property
     def rest(self) -> bytes:
         return self.buf if self.done else b""
-
-
-async def batches(r: asyncio.StreamReader, framing: tuple[str, int]):
-    """A response body as it comes, as (pieces, ended): each batch is all that had arrived when it was read, so
-    that one write can carry it. On loopback a send costs ~0.1 ms, more than everything else a relay does for a
-    piece: the last event goes with the end of the body, events that came together go together. ended is True on
-    the batch that ends the body (it may be empty). Raises IncompleteReadError on a body cut short and HTTPError
-    (502) on bad chunked framing."""
-    kind, left = framing
-    if kind == "none" or (kind == "length" and left == 0):
-        yield [], True
-        return
-    dechunk = Dechunker() if kind == "chunked" else None
-    while True:
-        data = await r.read(PIECE if kind != "length" else min(left, PIECE))
-        if not data:
-            if kind == "close":
-                yield [], True
-                return
-            raise asyncio.IncompleteReadError(b"", left or None)
-        if dechunk is None:
-            left -= len(data)
-            ended = kind == "length" and left <= 0
-            yield [data], ended
-            if ended:
-                return
-            continue
-        pieces = dechunk.feed(data)
-        if dechunk.done:
-            if dechunk.rest:  # sent beyond its answer: left in the reader, so Pool.get never reuses the connection
-                r._buffer[0:0] = dechunk.rest  # noqa: SLF001
-            yield pieces, True
-            return
-        if pieces:
-            yield pieces, False
 
 
 def encode_head(first: str, headers: list[tuple[str, str]]) -> bytes:
@@ -354,7 +320,7 @@ class Pool:
         while self.idle:
             r, w = self.idle.pop()
             # A connection the upstream closed (or wrote to unasked) while idle is no use.
-            if w.is_closing() or r.at_eof() or r._buffer:  # noqa: SLF001 - no public peek in asyncio
+            if w.is_closing() or r.at_eof() or buffered(r):
                 w.close()
                 continue
             return r, w, True

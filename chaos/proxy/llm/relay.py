@@ -9,16 +9,18 @@ import socket
 import struct
 
 from .content import apply_content
-from chaos.reference.http1 import (LAST_CHUNK, HTTPError, UpstreamError, batches, body_framing, chunk, encode_head,
-                                   iter_body, read_body, ready)
+from chaos.reference.http1 import (LAST_CHUNK, HTTPError, UpstreamError, body_framing, chunk, encode_head, iter_body,
+                                   read_body)
+from chaos.reference.pump import Pump
 from .stream import Event, StreamCtx, StreamEnd, split_events
 
 JSON_LIMIT = 16 * 1024 * 1024  # a plain answer whose content a fault rewrites is read whole, up to this
 _BROKEN = (OSError, asyncio.IncompleteReadError, HTTPError)
 
 
-async def relay_response(r: asyncio.StreamReader, resp, method: str, ex) -> tuple[bool, bool]:
-    """(the upstream connection may be reused, the client connection is kept)."""
+async def relay_response(r: asyncio.StreamReader, upstream_w: asyncio.StreamWriter, resp, method: str,
+                         ex) -> tuple[bool, bool]:
+    """(the upstream connection (r, upstream_w) may be reused, the client connection is kept)."""
     status = int(resp.first[1])
     try:
         framing = body_framing(resp, False, method)
@@ -81,7 +83,7 @@ async def relay_response(r: asyncio.StreamReader, resp, method: str, ex) -> tupl
     head_bytes = encode_head(first, headers)
     try:
         if mode == "plain":
-            await _relay_plain(r, w, framing, chunked, head_bytes, ex)
+            await _relay_plain(r, upstream_w, framing, chunked, head_bytes, ex)
             return up_keep, ex.keep
         w.write(head_bytes)
         ex.answered = True
@@ -91,23 +93,36 @@ async def relay_response(r: asyncio.StreamReader, resp, method: str, ex) -> tupl
         return False, False  # cut short on either side: nothing more to do than close both
 
 
-async def _relay_plain(r, w, framing, chunked: bool, head_bytes: bytes, ex) -> None:
-    """Relay the body as it comes, in http1.batches: the head goes with the first piece when that is here
-    already, and at once when it is not (a client waits for its status)."""
+async def _relay_plain(r, upstream_w, framing, chunked: bool, head_bytes: bytes, ex) -> None:
+    """Relay the body as each read brings it, from the pump's read callback: the head goes with the first piece
+    when that came with it, and at once when it did not (a client waits for its status)."""
     ex.answered = True
+    w = ex.writer
+    transport = w.transport
+    high = transport.get_write_buffer_limits()[1]
+    pump = Pump(r, upstream_w, framing)
     out = [head_bytes]
-    if not ready(r, framing[0]) and not (framing[0] == "none" or framing == ("length", 0)):
+    if pump.waiting:
         w.write(head_bytes)
         out = []
-        await w.drain()
-    async for pieces, ended in batches(r, framing):
-        out += [chunk(p) for p in pieces] if chunked else pieces
+
+    def sink(data: bytes, ended: bool) -> bool:
+        if transport.is_closing():
+            raise ConnectionResetError("the client left")
+        if data:
+            out.append(chunk(data) if chunked else data)
         if ended and chunked:
             out.append(LAST_CHUNK)
         if out:
-            w.write(b"".join(out))
-            out = []
-        await w.drain()
+            w.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+        return transport.get_write_buffer_size() > high  # full: read no more upstream until it drains
+
+    pump.attach(sink)
+    failed = await pump.run(w.drain)
+    if failed is not None:
+        raise failed
+    await w.drain()
 
 
 async def _relay_sse(r, framing, ex, stream_runs, content_runs, chunked: bool, up_keep: bool):

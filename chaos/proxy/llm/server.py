@@ -242,7 +242,7 @@ class LLMProxy:
                             and not isinstance(e, HTTPError):
                         continue  # a kept-alive connection the upstream had closed: once more on a fresh one
                     raise UpstreamError(f"{type(e).__name__}: {e}") from None
-                ok, result = await relay_response(r, resp, head.first[0], ex)
+                ok, result = await relay_response(r, w, resp, head.first[0], ex)
                 return result
             except UpstreamError as e:
                 return await self._bad_gateway(ex, e)

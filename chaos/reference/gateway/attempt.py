@@ -12,7 +12,8 @@ import json
 import time
 
 from ...common import parse_retry_after
-from ..http1 import HTTPError, batches, body_framing, encode_head, read_body
+from ..http1 import HTTPError, body_framing, encode_head, read_body
+from ..pump import Pump, StreamIdle
 from .call import Call, Reply
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
@@ -100,8 +101,8 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
                 # The answer's own type says whether it streams: the request's flag may not have been parsed.
                 stream = ctype.startswith("text/event-stream")
                 if stream:
-                    pieces = batches(conn[0], framing)
-                    first, ended = await pieces.__anext__()
+                    pump = Pump(*conn, framing)
+                    first, ended = await pump.first()
             if not stream:
                 async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
                     data = await read_body(conn[0], framing, ANSWER_LIMIT)
@@ -127,7 +128,7 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
         gw.latency.add("first_token", time.monotonic() - t0)
         committed = call.stream(200, {**out_headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         collector = SSECollector(keep=s.cache_size > 0 and body is not None)
-        upstream_failed = await _relay_stream(u, pieces, first, ended, committed, collector, total_timeout, t0,
+        upstream_failed = await _relay_stream(u, pump, first, ended, committed, collector, total_timeout, t0,
                                               s.stream_idle_timeout_s)
         if upstream_failed is None:
             reusable = keep
@@ -158,38 +159,42 @@ async def attempt(gw, call: Call, u: Upstream, raw, body: dict | None, rid: str,
                 conn[1].close()
 
 
-async def _relay_stream(u: Upstream, pieces, first: list, ended: bool, committed, collector: SSECollector,
+async def _relay_stream(u: Upstream, pump: Pump, first: bytes, ended: bool, committed, collector: SSECollector,
                         total_timeout: float, t0: float, idle_s: float | None) -> str | None:
-    """Pass the stream on as it comes, a batch per write (the last with the end of the body); None when it ended
-    whole, else what went wrong upstream (the client's side raising ConnectionResetError is the caller's)."""
+    """Pass the stream on as each read brings it, a batch per write (the last with the end of the body), from
+    the pump's read callback; None when it ended whole, else what went wrong upstream (the client's side
+    raising ConnectionResetError is the caller's)."""
+    transport = committed.writer.transport
+    high = transport.get_write_buffer_limits()[1]
+
+    def sink(data: bytes, last: bool) -> bool:
+        if transport.is_closing():
+            raise ConnectionResetError("the client left")
+        collector.feed(data)
+        if last and collector.done:
+            committed.push(data, True)
+        elif data:
+            committed.push(data)  # as it came: token by token
+        return transport.get_write_buffer_size() > high  # full: read no more upstream until it drains
+
     loop = asyncio.get_running_loop()
-    batch = first
-    idle = None
+    failed = None
     try:
         async with asyncio.timeout_at(loop.time() + max(0.001, total_timeout - (time.monotonic() - t0))):
-            async with asyncio.timeout(idle_s) as idle:  # None: no idle limit; moved on at every batch
-                while True:
-                    data = b"".join(batch)
-                    collector.feed(data)
-                    if ended and collector.done:
-                        await committed.write_eof(data)
-                        return None
-                    if data:
-                        await committed.write(data)  # as it came: token by token
-                    if ended:
-                        return None
-                    if idle_s is not None:  # only the wait for the upstream counts, not a slow client's
-                        idle.reschedule(loop.time() + idle_s)
-                    try:
-                        batch, ended = await pieces.__anext__()
-                    except _BROKEN as e:
-                        return f"upstream {u.name} failed mid-stream: {_why(e)}"
-                    if idle_s is not None:
-                        idle.reschedule(None)
+            full = sink(first, ended)
+            if not ended:
+                if full:
+                    await committed.writer.drain()
+                pump.attach(sink, idle_s)
+                failed = await pump.run(committed.writer.drain)
+            await committed.writer.drain()
     except TimeoutError:
-        if idle is not None and idle.expired():
-            return f"upstream {u.name} sent nothing for {idle_s:g}s mid-stream"
         return f"upstream {u.name} passed the total timeout ({total_timeout:.1f}s) mid-stream"
+    if isinstance(failed, StreamIdle):
+        return f"upstream {u.name} sent nothing for {idle_s:g}s mid-stream"
+    if failed is not None:
+        return f"upstream {u.name} failed mid-stream: {_why(failed)}"
+    return None
 
 
 def _why(e: BaseException) -> str:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from ..h1server import StreamOut
+from ..http1 import buffered
 
 
 @dataclass(slots=True)
@@ -45,7 +46,7 @@ class Call:
         connection, which then serves the client's next request: a refusal should not cost it a reconnect. One
         still on its way is not waited for: the connection closes after the answer (h1server.linger)."""
         kind, n = self.framing
-        if not self.body_read and kind == "length" and n <= len(self.reader._buffer):  # noqa: SLF001 - no public peek
+        if not self.body_read and kind == "length" and n <= len(buffered(self.reader)):
             await self.reader.readexactly(n)  # whole in the buffer: returns at once
             self.body_read = True
 

@@ -6,7 +6,9 @@ loopback whose misbehaviour is ours to choose, and that counts what reached it (
 config: name (x-served-by), poison (a body containing it gets 500 internal_error; others 200), status (every
 generation gets it, with retry_after_ms as Retry-After when given), generate_delay_s (each generation waits
 that long before answering; stats' health_during then lists, per generation, how many /health checks arrived
-meanwhile), health_slow_every / health_slow_s (every Nth /health answers only after that long).
+meanwhile), health_slow_every / health_slow_s (every Nth /health answers only after that long), stream_events /
+event_bytes (a streamed answer is that many events of about that size, written as fast as the connection takes
+them; stats' stream_write_s lists how long each such answer took to write).
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ def build(cfg: dict) -> web.Application:
                                      headers=headers)
         resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if cfg.get("stream_events"):
+            t0, pad = time.monotonic(), "x" * cfg.get("event_bytes", 1024)
+            for i in range(cfg["stream_events"]):
+                chunk = {**base, "choices": [{"index": 0, "text": pad, "logprobs": None, "finish_reason": None}],
+                         "i": i}
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")  # waits while the reader lags
+            await resp.write(b"data: [DONE]\n\n")
+            stats.setdefault("stream_write_s", []).append(time.monotonic() - t0)
+            return resp
         for text, finish in (("o", None), ("k", "stop")):
             chunk = {**base, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]}
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")

@@ -12,7 +12,7 @@ from tests.load.scripted_server import ScriptedServer
 
 from ..http_util import metric, open_stream, post, read_rest, request, sse
 from .stub import Stub
-from .util import BODY, fault, replicas, settings, stop, unfault
+from .util import BODY, fault, gateway_args, replicas, settings, stop, unfault
 
 pytestmark = pytest.mark.slow  # each test starts replicas and a gateway of its own (5-9 s each)
 
@@ -205,3 +205,23 @@ def test_streaming_passes_through_token_by_token():
         assert med(gaps) > 0.03  # chunks arrive spread out, as generated: nothing is buffered
     finally:
         stop(gw, *rs)
+
+
+def test_a_client_that_stops_reading_holds_the_upstream_back_and_loses_nothing():
+    # 2,000 events of 16 KB (~33 MB, more than the sockets' buffers on the way hold): while the client reads
+    # nothing for 2 s, the gateway must stop reading the upstream (whose writes then wait) rather than hold the
+    # stream in memory; then every event arrives, in order, and the stream ends whole.
+    n = 2000
+    with Stub(name="s0", stream_events=n, event_bytes=16384) as s0:
+        gw = start_gateway([], args=gateway_args({"s0": s0.url}))
+        try:
+            c, resp = open_stream(gw.base_url, BODY)
+            time.sleep(2.0)
+            events = read_rest(resp)
+            c.close()
+            assert events[-1] == "[DONE]"
+            assert [json.loads(e)["i"] for e in events[:-1]] == list(range(n))
+            took = s0.stats()["stream_write_s"]
+            assert len(took) == 1 and took[0] >= 1.0, took  # the upstream was held back while the client lagged
+        finally:
+            stop(gw)
