@@ -41,18 +41,22 @@ def _chunk(i: int, content: str | None = None, finish=None, usage=None, role=Fal
 
 class Upstream:
     """An OpenAI-ish server: POST /v1/chat/completions (body extras n = content chunks, gap_ms, content = a fixed
-    answer text), /echo (the request back), /big (bytes). Records requests, peers and aborted streams."""
+    answer text), /echo (the request back), /big (bytes), /big-stream?events=N&bytes=K (an SSE stream of N events
+    of K bytes, written as fast as the connection takes them; stream_write_s: how long each took). Records
+    requests, peers and aborted streams."""
 
     def __init__(self):
         self.requests: list[dict] = []
         self.peers: set = set()
         self.aborted: list[str] = []
         self.completed: list[str] = []
+        self.stream_write_s: list[float] = []
         app = web.Application()
         app.router.add_route("*", "/v1/chat/completions", self.chat)
         app.router.add_route("*", "/api/v3/chat/completions", self.chat)
         app.router.add_route("*", "/echo", self.echo)
         app.router.add_get("/big", self.big)
+        app.router.add_get("/big-stream", self.big_stream)
         self.app = app
 
     def note(self, request: web.Request, body: bytes):
@@ -69,6 +73,20 @@ class Upstream:
     async def big(self, request: web.Request):
         self.note(request, b"")
         return web.Response(body=bytes(range(256)) * (5 * 4096), content_type="application/octet-stream")
+
+    async def big_stream(self, request: web.Request):
+        self.note(request, b"")
+        n, size = int(request.query["events"]), int(request.query["bytes"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        t0 = time.monotonic()
+        for i in range(n):
+            await resp.write(b"data: %d %s\n\n" % (i, b"x" * size))  # waits while the reader lags
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        self.stream_write_s.append(time.monotonic() - t0)
+        return resp
 
     async def chat(self, request: web.Request):
         raw = await request.read()

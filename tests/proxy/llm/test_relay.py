@@ -38,6 +38,22 @@ def test_stream_without_faults_is_relayed_byte_for_byte(upstream, proxy):
     assert proxy.log() == []  # nothing touched, nothing logged
 
 
+def test_a_client_that_stops_reading_holds_the_upstream_back_and_loses_nothing(upstream, proxy):
+    # 2,000 events of 16 KB (~33 MB, more than the sockets' buffers on the way hold): while the client reads
+    # nothing for 2 s, the proxy must stop reading the upstream (whose writes then wait) rather than hold the
+    # stream in memory; then every event arrives, in order, and the stream ends whole.
+    n, before = 2000, len(upstream.stream_write_s)
+    c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    c.request("GET", f"/big-stream?events={n}&bytes=16384")
+    resp = c.getresponse()
+    time.sleep(2.0)
+    got = [line.split(b" ", 2)[1] for line in resp.read().split(b"\n\n") if line]
+    c.close()
+    assert got[-1] == b"[DONE]" and [int(x) for x in got[:-1]] == list(range(n))
+    took = upstream.stream_write_s[before:]
+    assert len(took) == 1 and took[0] >= 1.0, took  # the upstream was held back while the client lagged
+
+
 def test_large_content_length_body_is_identical(upstream, proxy):
     status, h, body = request(proxy.port, "GET", "/big")
     assert status == 200 and body == bytes(range(256)) * (5 * 4096)
