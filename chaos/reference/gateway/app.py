@@ -13,7 +13,6 @@ import json
 import math
 import random
 import time
-import uuid
 
 from ...common import retry_after_headers
 from ..h1server import CODES, StreamOut, linger, send
@@ -23,7 +22,7 @@ from .attempt import ANSWER, BUSY, Failure, attempt
 from .body import parse_envelope, read_body
 from .budget import RetryBudget
 from .cache import Answer, AnswerCache, cache_key
-from .call import Call, Reply
+from .call import Call, Reply, new_rid
 from .errors import GatewayError, error_reply, log
 from .metrics import GatewayMetrics
 from .settings import GatewaySettings
@@ -76,7 +75,7 @@ class Gateway:
         """Route one request and answer it (h1server.Server's handler); whether the connection may serve another."""
         method = head.first[0]
         path = head.origin_target().split("?", 1)[0]  # the path is what we route on
-        call = Call(reader, writer, head, path, head.keeps_alive(True), head.get("x-request-id") or uuid.uuid4().hex)
+        call = Call(reader, writer, head, path, head.keeps_alive(True), head.get("x-request-id") or new_rid())
         try:
             call.expect_body(body_framing(head, True))
             routes = ROUTES.get(path)

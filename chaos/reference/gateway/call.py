@@ -4,10 +4,17 @@ h1server.StreamOut the handler writes as the tokens come."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 
 from ..h1server import StreamOut
 from ..http1 import buffered
+
+
+def new_rid() -> str:
+    """The id of a request that brought no x-request-id: 128 bits from the process's PRNG, unique rather than
+    secret (uuid4 asks the kernel for its bits: a system call on every request's first token)."""
+    return "%032x" % random.getrandbits(128)
 
 
 @dataclass(slots=True)
