@@ -11,7 +11,7 @@ The floor is a bare relay in Python (bench/_relay.py: bytes copied from one tran
 on each loop: what any relay written in Python pays on this machine for its two extra hops (two wake-ups, a read
 and a write each). "over floor" is a relay's added TTFT P50 less the floor's on the same loop: its own work.
 
-    python bench/relay_overhead.py                 # ~4 min: 8 rounds, every relay on both loops
+    python bench/relay_overhead.py                 # ~5 min: 8 rounds, every relay and the floor on both loops
     python bench/relay_overhead.py --quick         # ~1 min: 3 rounds
     python bench/relay_overhead.py --relays gateway --loops asyncio --profile gateway   # py-spy a 50-stream run
     git worktree add /tmp/base HEAD~1 && python bench/relay_overhead.py --baseline /tmp/base   # before and after

@@ -30,6 +30,15 @@ def run(request):
     return go
 
 
+def two_events_then_silence(stall_s: float):
+    async def script(r, w):
+        w.write(SSE_HEAD + chunked(b"data: 0\n\n")[0])
+        await asyncio.sleep(0.05)
+        w.write(chunked(b"data: 1\n\n")[0])
+        await asyncio.sleep(stall_s)
+    return script
+
+
 def chunked(*events: bytes) -> list[bytes]:
     return [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
 
@@ -112,7 +121,7 @@ def test_length_and_close_bodies(run, framing):
     async def script(r, w):
         if framing == "length":
             w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body))
-            w.write(body[:10] )
+            w.write(body[:10])
             await asyncio.sleep(0.02)
             w.write(body[10:] + b"EXTRA")  # beyond the body: left in the reader
             await r.read(1)
@@ -182,14 +191,8 @@ def test_a_failure_before_any_payload_is_raised_by_first(run):
 
 
 def test_silence_ends_the_run_but_a_full_sinks_wait_does_not_count(run):
-    async def script(r, w):
-        w.write(SSE_HEAD + chunked(b"data: 0\n\n")[0])
-        await asyncio.sleep(0.05)
-        w.write(chunked(b"data: 1\n\n")[0])
-        await asyncio.sleep(5)  # then nothing
-
     async def main():
-        server, port = await upstream(script)
+        server, port = await upstream(two_events_then_silence(5))
         r, w, head, fr = await open_body(port)
         pump = Pump(r, w, fr)
         await pump.first()
@@ -249,17 +252,11 @@ def test_a_full_sink_pauses_the_upstreams_reads_until_it_drains(run):
 
 
 def test_what_a_sink_raises_is_raised_by_run(run):
-    async def script(r, w):
-        w.write(SSE_HEAD + chunked(b"data: 0\n\n")[0])
-        await asyncio.sleep(0.05)
-        w.write(chunked(b"data: 1\n\n")[0])
-        await asyncio.sleep(1)
-
     def sink(data, ended):
         raise ConnectionResetError("the client left")
 
     async def main():
-        server, port = await upstream(script)
+        server, port = await upstream(two_events_then_silence(1))
         r, w, head, fr = await open_body(port)
         pump = Pump(r, w, fr)
         await pump.first()
