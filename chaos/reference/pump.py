@@ -211,7 +211,7 @@ class Pump(asyncio.Protocol):
         now = self.loop.time()
         if self.blocked:  # a slow client's wait is not the upstream's silence
             self._idle_timer = self.loop.call_at(now + self.idle_s, self._idle_check)
-        elif now - self.last >= self.idle_s:
+        elif now - self.last >= self.idle_s - 0.001:  # a timer may fire a little early (uvloop's are in ms)
             self._fail(StreamIdle(f"nothing for {self.idle_s:g}s"))
         else:
             self._idle_timer = self.loop.call_at(self.last + self.idle_s, self._idle_check)
