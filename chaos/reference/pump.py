@@ -222,5 +222,21 @@ class Pump(asyncio.Protocol):
             self._idle_timer = None
 
 
+def to_client(write, writer: asyncio.StreamWriter):
+    """A sink for Pump.attach that passes each batch to write(data, ended), which writes it to the client behind
+    writer without waiting: refused (ConnectionResetError) once that client has gone, and full while writer's
+    transport holds more than its high-water mark."""
+    transport = writer.transport
+    high = transport.get_write_buffer_limits()[1]
+
+    def sink(data: bytes, ended: bool) -> bool:
+        if transport.is_closing():
+            raise ConnectionResetError("the client left")
+        write(data, ended)
+        return transport.get_write_buffer_size() > high
+
+    return sink
+
+
 def _join(pieces: list[bytes]) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)

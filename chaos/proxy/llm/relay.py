@@ -11,7 +11,7 @@ import struct
 from .content import apply_content
 from chaos.reference.http1 import (LAST_CHUNK, HTTPError, UpstreamError, body_framing, chunk, encode_head, iter_body,
                                    read_body)
-from chaos.reference.pump import Pump
+from chaos.reference.pump import Pump, to_client
 from .stream import Event, StreamCtx, StreamEnd, split_events
 
 JSON_LIMIT = 16 * 1024 * 1024  # a plain answer whose content a fault rewrites is read whole, up to this
@@ -98,17 +98,13 @@ async def _relay_plain(r, upstream_w, framing, chunked: bool, head_bytes: bytes,
     when that came with it, and at once when it did not (a client waits for its status)."""
     ex.answered = True
     w = ex.writer
-    transport = w.transport
-    high = transport.get_write_buffer_limits()[1]
     pump = Pump(r, upstream_w, framing)
     out = [head_bytes]
     if pump.waiting:
         w.write(head_bytes)
         out = []
 
-    def sink(data: bytes, ended: bool) -> bool:
-        if transport.is_closing():
-            raise ConnectionResetError("the client left")
+    def write(data: bytes, ended: bool) -> None:
         if data:
             out.append(chunk(data) if chunked else data)
         if ended and chunked:
@@ -116,9 +112,8 @@ async def _relay_plain(r, upstream_w, framing, chunked: bool, head_bytes: bytes,
         if out:
             w.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
-        return transport.get_write_buffer_size() > high  # full: read no more upstream until it drains
 
-    pump.attach(sink)
+    pump.attach(to_client(write, w))  # full: read no more upstream until it drains
     failed = await pump.run(w.drain)
     if failed is not None:
         raise failed

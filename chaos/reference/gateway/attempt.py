@@ -13,7 +13,7 @@ import time
 
 from ...common import parse_retry_after
 from ..http1 import HTTPError, body_framing, encode_head, read_body
-from ..pump import Pump, StreamIdle
+from ..pump import Pump, StreamIdle, to_client
 from .call import Call, Reply
 from .errors import error_body
 from .stream import SSECollector, answer_from_json
@@ -164,19 +164,15 @@ async def _relay_stream(u: Upstream, pump: Pump, first: bytes, ended: bool, comm
     """Pass the stream on as each read brings it, a batch per write (the last with the end of the body), from
     the pump's read callback; None when it ended whole, else what went wrong upstream (the client's side
     raising ConnectionResetError is the caller's)."""
-    transport = committed.writer.transport
-    high = transport.get_write_buffer_limits()[1]
 
-    def sink(data: bytes, last: bool) -> bool:
-        if transport.is_closing():
-            raise ConnectionResetError("the client left")
+    def write(data: bytes, last: bool) -> None:
         collector.feed(data)
         if last and collector.done:
             committed.push(data, True)
         elif data:
             committed.push(data)  # as it came: token by token
-        return transport.get_write_buffer_size() > high  # full: read no more upstream until it drains
 
+    sink = to_client(write, committed.writer)  # full: read no more upstream until it drains
     loop = asyncio.get_running_loop()
     failed = None
     try:
