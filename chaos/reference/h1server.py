@@ -18,7 +18,8 @@ import asyncio
 import json
 
 from ..common import error_type_for, openai_error
-from .http1 import HEAD_LIMIT, LAST_CHUNK, HTTPError, buffered, chunk, encode_head, read_body, read_head, too_large
+from .http1 import (HEAD_LIMIT, LAST_CHUNK, HTTPError, buffered, chunk, encode_head, read_body, read_head, take_whole,
+                    too_large)
 
 MAX_REQUESTS = 100_000  # per client connection
 LINGER_S = 10.0  # after refusing a body it has not read: how long its bytes are read and dropped, at most
@@ -141,8 +142,8 @@ async def read_whole(reader, framing: tuple[str, int], limit: int, timeout: floa
         return None
     if framing[0] == "length" and framing[1] > limit:
         raise HTTPError(too_large(limit, framing[1]), 413)
-    if framing[0] == "length" and framing[1] <= len(buffered(reader)):
-        return await reader.readexactly(framing[1])  # whole already (it came with the head): no deadline to set
+    if (body := take_whole(reader, framing)) is not None:
+        return body  # whole already: no deadline to set
     try:
         async with asyncio.timeout(timeout):
             if framing[0] == "length":

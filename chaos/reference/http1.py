@@ -140,7 +140,7 @@ def body_framing(head: Head, request: bool, method: str = "GET") -> tuple[str, i
     return ("none", 0) if request else ("close", 0)
 
 
-# asyncio's StreamReader has no public peek or unread: every use of its buffer is one of these three.
+# asyncio's StreamReader has no public peek or unread: every use of its buffer is one of these four.
 def buffered(r: asyncio.StreamReader) -> bytearray:
     """What r holds unread (its own buffer: look, do not change)."""
     return r._buffer  # noqa: SLF001
@@ -150,6 +150,18 @@ def take_buffered(r: asyncio.StreamReader) -> bytes:
     """All that r holds unread, taken out of it (and its transport read again if a full buffer had paused it)."""
     data = bytes(r._buffer)  # noqa: SLF001
     r._buffer.clear()  # noqa: SLF001
+    r._maybe_resume_transport()  # noqa: SLF001
+    return data
+
+
+def take_whole(r: asyncio.StreamReader, framing: tuple[str, int]) -> bytes | None:
+    """A Content-Length body already whole in r's buffer (it came with the head), taken out of it; None, and
+    nothing taken, when the framing is another or the body is not all there yet."""
+    kind, n = framing
+    if kind != "length" or n > len(r._buffer):  # noqa: SLF001
+        return None
+    data = bytes(r._buffer[:n])  # noqa: SLF001
+    del r._buffer[:n]  # noqa: SLF001
     r._maybe_resume_transport()  # noqa: SLF001
     return data
 

@@ -103,7 +103,7 @@ class Gateway:
                                            "internal_error"), {"x-request-id": call.rid, "x-served-by": self.name})
         if isinstance(out, StreamOut):
             return call.keep and out.chunked
-        await call.drop_buffered_body()
+        call.drop_buffered_body()
         keep = call.keep and call.body_read  # an unread body: never read the next request out of step
         await send(writer, out.status, out.body, list((out.headers or {}).items()), keep, out.content_type,
                    head_only=method == "HEAD")

@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 
 from ..h1server import StreamOut
-from ..http1 import buffered
+from ..http1 import take_whole
 
 
 def new_rid() -> str:
@@ -48,13 +48,11 @@ class Call:
         self.framing = framing
         self.body_read = framing[0] == "none" or framing == ("length", 0)
 
-    async def drop_buffered_body(self) -> None:
+    def drop_buffered_body(self) -> None:
         """A body refused unread (a 429, a wrong Content-Type) that has all arrived already is taken off the
         connection, which then serves the client's next request: a refusal should not cost it a reconnect. One
         still on its way is not waited for: the connection closes after the answer (h1server.linger)."""
-        kind, n = self.framing
-        if not self.body_read and kind == "length" and n <= len(buffered(self.reader)):
-            await self.reader.readexactly(n)  # whole in the buffer: returns at once
+        if not self.body_read and take_whole(self.reader, self.framing) is not None:
             self.body_read = True
 
     def stream(self, status: int, headers: dict) -> StreamOut:
