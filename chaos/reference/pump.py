@@ -40,7 +40,7 @@ class Pump(asyncio.Protocol):
         self.blocked = False  # the sink's side is full; the upstream's reads are paused
         self.told_end = False  # first() handed back the end of the body
         self.idle_s: float | None = None
-        self.last = 0.0  # loop time of the last read
+        self.last = 0.0  # loop time of the last read (kept while an idle limit is set)
         self._idle_timer: asyncio.TimerHandle | None = None
         self._wake: asyncio.Future | None = None
         self.own = self.transport.get_protocol()  # the connection's protocol, put back after the body
@@ -166,7 +166,8 @@ class Pump(asyncio.Protocol):
 
     # -- inside ---------------------------------------------------------------------------------------
     def _take(self, pieces: list[bytes], ended: bool) -> None:
-        self.last = self.loop.time()
+        if self.idle_s is not None:  # only the idle check reads it
+            self.last = self.loop.time()
         if self.sink is None:
             self.pending += pieces
             self.ended = ended
