@@ -186,12 +186,6 @@ def api(port: int, method: str, path: str, body=None):
         return json.loads(data) if data else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(port: int, proc) -> None:
     for _ in range(300):
         if proc is not None and proc.poll() is not None:
@@ -209,7 +203,7 @@ def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]
     one where there is one ("real")."""
     procs, ports = [], {}
     for tree in (None, *baselines):
-        port = _free_port()
+        port = _relay.free_port()
         # `python -m` puts its working directory first on sys.path: a baseline runs its own checkout's code
         p = subprocess.Popen([sys.executable, "-m", "chaos.proxy.toxiproxy", "--port", str(port)],
                              stdout=subprocess.DEVNULL, start_new_session=True,
@@ -222,7 +216,7 @@ def start_engines(baselines=()) -> tuple[dict[str, int], list[subprocess.Popen]]
         u = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
         ports["real"] = u.port or 8474
     elif shutil.which("toxiproxy-server"):
-        port = _free_port()
+        port = _relay.free_port()
         p = subprocess.Popen([shutil.which("toxiproxy-server"), "-host", "127.0.0.1", "-port", str(port)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         procs.append(p)
