@@ -7,10 +7,13 @@ import signal
 import sys
 import time
 
+from ..host import DEFAULT_BOUND
+
 EPILOG = """examples:
-  # interleaved (the default where both builds can run here): baseline and candidate in turn, a b b a a b
-  chaos gate --baseline-target targets/reference.yaml --candidate targets/builds/no-retries.yaml \\
-      gates/upgrade.yaml --repeat 3
+  # interleaved (the default where both builds can run here): 7 pairs, each pair's order a b or b a by a coin
+  chaos gate --baseline-target targets/reference.yaml --candidate targets/builds/no-retries.yaml gates/upgrade.yaml
+  # the A/A control: the baseline against itself, to learn what this runner's noise lets the gate see
+  chaos gate --aa --baseline-target targets/reference.yaml gates/upgrade.yaml
   # against recorded runs (a game day's, a gate's or one run's directory): only the candidate runs now
   chaos gate --baseline gamedays/nightly/20261204T030000Z --candidate targets/new.yaml gates/upgrade.yaml
   # one experiment is a suite of one; short runs for a quick check
@@ -19,12 +22,20 @@ EPILOG = """examples:
 
 Every figure of every experiment is compared: E2E and TTFT percentiles and the error rate in each phase (the
 steady state, each fault's window, after recovery), and per fault the time to detect, fail over and restore and
-the failed requests. A figure regresses only when it got worse beyond --tolerance (and the floors) AND beyond the
-noise at --confidence, all figures corrected together (Holm): a no-change upgrade fails at most 1 time in 20.
+the failed requests. Interleaved, the runs come in pairs whose order a coin draws, and each figure is judged on
+the pairs' differences by a randomization test corrected over every figure (max-T): a no-change upgrade fails at
+most 1 time in 20 whatever a neighbour does, and a figure needs 5 pairs to be called at all. A regression is a
+figure worse beyond --tolerance (and the floors) AND beyond the noise.
+
+The host is measured in every run. A pair whose two runs saw a different host (CPU used by other processes
+apart by more than --host-bound cores) is left out of the latency and recovery-time figures; failures a slow
+host can cause (timeouts, 408, 504) are set aside there too. Where too few pairs are left, the gate exits 4 and
+names the runs, instead of calling the neighbour a regression.
 
 Writes gate.json, gate.md (fit for a pull-request comment), junit.xml and every run under runs/.
-Exit codes: 0 pass, 1 regression (each regressed figure named with its interval), 2 setup error,
-4 inconclusive (too few samples: it says how many runs a side it needs), 130 interrupted. docs/gate.md."""
+Exit codes: 0 pass, 1 regression the host cannot explain (each regressed figure named with its interval),
+2 setup error, 4 inconclusive (the host differed, or too few pairs or samples: it says what to do),
+130 interrupted. docs/gate.md."""
 
 
 def register(sub, formatter) -> None:
@@ -33,13 +44,22 @@ def register(sub, formatter) -> None:
                        description="Run a suite against the candidate target and compare it with the baseline, "
                                    "figure by figure, under the faults as well as in the steady state.")
     p.add_argument("suite", help="a suite file (chaos gameday's format) or one experiment file")
-    p.add_argument("--candidate", required=True, metavar="TARGET", help="the candidate's target file")
+    p.add_argument("--candidate", metavar="TARGET", help="the candidate's target file")
+    p.add_argument("--aa", action="store_true",
+                   help="A/A control: the candidate is the baseline itself (needs --baseline-target); a regression "
+                        "then is a false alarm of this environment, and gate.md says what change it can see")
     b = p.add_mutually_exclusive_group(required=True)
     b.add_argument("--baseline-target", metavar="TARGET",
-                   help="the baseline's target file: runs both, interleaved (recommended)")
+                   help="the baseline's target file: runs both, in pairs (recommended)")
     b.add_argument("--baseline", metavar="DIR", help="recorded baseline runs: a game day's, a gate's or a run's "
                                                      "directory")
-    p.add_argument("--repeat", type=int, default=3, help="runs a side of each experiment")
+    p.add_argument("--pairs", "--repeat", dest="pairs", type=int, default=7,
+                   help="pairs of runs of each experiment (recorded baseline: candidate runs); 5 or more to "
+                        "judge at 95%%")
+    p.add_argument("--seed", type=int, help="the coins of the pairs' orders (default: drawn, and written in "
+                                           "gate.json to run the same order again)")
+    p.add_argument("--host-bound", type=float, default=DEFAULT_BOUND, metavar="CORES",
+                   help="cores of CPU by other processes two compared runs may differ by")
     p.add_argument("--tolerance", type=float, default=0.10, help="the smallest relative change that counts")
     p.add_argument("--floor", type=float, default=0.005, metavar="SECONDS",
                    help="the smallest latency change that counts, whatever the tolerance")
@@ -66,15 +86,25 @@ def cmd_gate(a) -> int:
     from .gate import GateError, Plan, recorded_runs, run_gate
 
     try:
+        if a.aa:
+            if not a.baseline_target:
+                raise GateError("--aa runs the baseline against itself: give --baseline-target FILE")
+            if a.candidate and a.candidate != a.baseline_target:
+                raise GateError("--aa compares the baseline with itself: leave --candidate out")
+            a.candidate = a.baseline_target
+        elif not a.candidate:
+            raise GateError("give --candidate TARGET (or --aa, to run the baseline against itself)")
         variables = _vars(a.var)
         qs = tuple(float(x) for x in a.percentiles.split(",") if x.strip())
-        settings = Settings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs)
+        settings = Settings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs,
+                            a.host_bound)
         suite = load_plan(a.suite, variables, target=a.candidate)
         if a.baseline_target:
             load_plan(a.suite, variables, target=a.baseline_target)  # both builds must run every experiment
-        out = a.out or os.path.join("reports", f"gate-{suite.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        kind = "aa" if a.aa else "gate"
+        out = a.out or os.path.join("reports", f"{kind}-{suite.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
         plan = Plan(suite, out, a.candidate, a.baseline_target,
-                    recorded_runs(a.baseline, suite) if a.baseline else {}, a.repeat)
+                    recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa)
     except ExperimentError as e:
         return _problems(e)
     except (GateError, ValueError) as e:

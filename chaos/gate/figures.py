@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..host import DEFAULT_BOUND
 from ..records import read_records
 from ..verify import compare as C
 from ..verify.phases import ended_in
@@ -39,6 +40,7 @@ class Settings:
     recovery_floor_s: float = 0.5  # recovery times: the verifier's own resolution is a few hundred ms
     error_tolerance: float = 0.01  # absolute: one percentage point of error rate
     percentiles: tuple = (50, 95, 99)
+    host_bound: float = DEFAULT_BOUND  # cores of others' CPU two compared runs may differ by (chaos.host)
     # The bootstrap's p resolves no finer than 1/resamples, and Holm asks the smallest of m figures for alpha/m:
     # 10,000 leaves room for 500 figures at 95 % (about 20 experiments).
     resamples: int = 10000
@@ -52,6 +54,8 @@ class Settings:
             raise ValueError("floors are durations >= 0")
         if not self.percentiles or any(not 0 < q < 100 for q in self.percentiles):
             raise ValueError("percentiles are numbers in (0, 100), e.g. 50,95,99")
+        if not self.host_bound > 0:
+            raise ValueError("--host-bound is cores of CPU (e.g. 0.25), more than 0")
 
 
 @dataclass(slots=True)

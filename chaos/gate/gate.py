@@ -1,28 +1,34 @@
-"""`chaos gate`: the pre-upgrade validation gate. The same suite runs against the baseline and the candidate; every
-figure of every experiment is compared (chaos/gate/figures.py), all verdicts are corrected together (Holm), and
-the gate fails only on a regression beyond the tolerance and beyond the noise.
+"""`chaos gate`: the pre-upgrade validation gate. The same suite runs against the baseline and the candidate;
+every figure of every experiment is compared, and the gate fails only on a regression beyond the tolerance and
+beyond the noise, that the host cannot explain.
 
-Interleaved (--baseline-target): a b b a a b ... in one session. Both builds meet the same machine, in turn, so a
-drift of the host (a neighbour, thermal state, a cache) lands on both sides alike instead of looking like a
-regression; the alternating order cancels a steady trend as well. Against recorded baseline runs
-(--baseline DIR), only the candidate runs now: quicker, but whatever changed on the host since is read as a
-change of the build. docs/gate.md says more.
+Interleaved (--baseline-target): n pairs of runs, each pair's order (a b or b a) drawn by a fair coin, compared
+pair by pair (chaos/gate/pairs.py, chaos/verify/paired.py): a neighbour that comes and goes lands on both runs of
+most pairs, and where it lands on one run only its sign is the coin's, so it cannot read as a build change beyond
+alpha; a pair whose two runs saw a different host is left out of the latency figures (the guard). Against recorded
+baseline runs (--baseline DIR), only the candidate runs now, compared side against side (chaos/gate/figures.py),
+the two sides' hosts guarded alike. docs/gate.md says more.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from dataclasses import dataclass, field
 
+from ..host import HostSummary, differs, load_summary, phase_summary
 from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
 from ..verify import compare as C
+from ..verify.paired import min_pairs
+from . import pairs as P
 from .figures import Settings, Side, experiment_figures
 
 PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE_EXIT = 0, 1, 2, 4
 RAN = (PASSED, FAILED, ABORTED, INCONCLUSIVE)  # runs with records to compare
+MAX_PAIRS = 50
 
 
 class GateError(Exception):
@@ -36,21 +42,21 @@ class Plan:
     candidate: str
     baseline_target: str | None = None  # interleaved
     baseline_runs: dict[str, list[str]] = field(default_factory=dict)  # entry name -> recorded run dirs
-    repeat: int = 3
+    pairs: int = 7  # interleaved: pairs of runs; recorded: candidate runs
+    seed: int | None = None  # the coins of the pairs' orders; None: drawn and written down
+    aa: bool = False  # the candidate is the baseline: an A/A control
 
     def __post_init__(self):
-        if self.repeat < 1 or self.repeat > 50:
-            raise GateError("--repeat must be from 1 to 50")
+        if self.pairs < 1 or self.pairs > MAX_PAIRS:
+            raise GateError(f"--pairs must be from 1 to {MAX_PAIRS}")
         if (self.baseline_target is None) == (not self.baseline_runs):
             raise GateError("give either --baseline-target FILE (interleaved runs) or --baseline DIR (recorded runs)")
+        if self.seed is None:
+            self.seed = secrets.randbelow(2 ** 31)
 
-
-def order(repeat: int) -> list[str]:
-    """a b, b a, a b, ...: each pair alternates which side goes first."""
-    out = []
-    for k in range(repeat):
-        out += ["a", "b"] if k % 2 == 0 else ["b", "a"]
-    return out
+    @property
+    def interleaved(self) -> bool:
+        return self.baseline_target is not None
 
 
 def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
@@ -96,22 +102,29 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
     """Run what the plan needs, compare, decide. Returns the gate document (gate.json); KeyboardInterrupt after
     the running experiment rolled back, with what was done written down."""
     os.makedirs(plan.out_dir, exist_ok=True)
+    orders = P.draw_orders(plan.pairs, plan.seed) if plan.interleaved else []
     doc = {"suite": plan.suite.name, "suite_file": plan.suite.path, "candidate": plan.candidate,
            "baseline": plan.baseline_target or {k: v for k, v in plan.baseline_runs.items()},
-           "interleaved": plan.baseline_target is not None, "repeat": plan.repeat,
+           "interleaved": plan.interleaved, "aa": plan.aa, "pairs": plan.pairs, "seed": plan.seed, "orders": orders,
            "settings": {k: getattr(settings, k) for k in settings.__slots__}, "started": time.time(), "runs": []}
-    sides: dict[str, dict[str, list[Outcome]]] = {e.name: {"a": [], "b": []} for e in plan.suite.entries}
+    done: dict[str, list[dict]] = {e.name: [] for e in plan.suite.entries}
     try:
         for e in plan.suite.entries:
-            seq = order(plan.repeat) if plan.baseline_target else ["b"] * plan.repeat
-            for k, side in enumerate(seq):
-                idx = len(sides[e.name][side]) + 1
+            seq = [(i + 1, o, side) for i, o in enumerate(orders) for side in o] if plan.interleaved \
+                else [(i + 1, None, "b") for i in range(plan.pairs)]
+            for k, (pair, o, side) in enumerate(seq):
                 target = plan.baseline_target if side == "a" else plan.candidate
-                run_dir = os.path.join(plan.out_dir, "runs", e.name, f"{side}-{idx}")
-                progress(f"[{e.name} {k + 1}/{len(seq)}] {'baseline' if side == 'a' else 'candidate'} run {idx}")
+                run_dir = os.path.join(plan.out_dir, "runs", e.name, f"{side}-{pair}")
+                what = f"pair {pair}/{plan.pairs} {o}" if o else f"run {pair}/{plan.pairs}"
+                progress(f"[{e.name} {k + 1}/{len(seq)}, {what}] {'baseline' if side == 'a' else 'candidate'}")
                 out = run_entry(e, run_dir, target=target, progress=progress)
-                sides[e.name][side].append(out)
-                doc["runs"].append({**out.to_dict(), "side": side})
+                host = load_summary(out.report)
+                row = {**out.to_dict(), "side": side, "pair": pair, "order": o,
+                       "host": host.to_dict() if host else None}
+                done[e.name].append(row)
+                doc["runs"].append(row)
+                if host:
+                    progress(f"  host: {host.text()}")
                 _write(plan.out_dir, doc)
                 if out.exit_code == INTERRUPTED or out.interrupted:
                     raise KeyboardInterrupt
@@ -123,29 +136,80 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
                    reason="interrupted: the runs done are listed; the gate did not decide")
         _finish(plan.out_dir, doc)
         raise
+    progress("comparing ...")
+    doc.update(compare(plan, settings, done, doc))
+    return _finish(plan.out_dir, doc)
+
+
+def compare(plan: Plan, s: Settings, done: dict[str, list[dict]], doc: dict) -> dict:
+    """The figures of every experiment, judged, and the decision."""
+    if plan.interleaved:
+        figs, n_pairs = [], {}
+        for e in plan.suite.entries:
+            pairs = _pairs(done[e.name])
+            n_pairs[e.name] = max((p.number for p in pairs), default=0)
+            figs += P.experiment_figures(e.name, pairs, s)
+            if pairs and not all(p.measured() for p in pairs):
+                doc.setdefault("notes", []).append(f"{e.name}: the host was not measured in every run: those "
+                                                   f"pairs are not guarded")
+        return decide(P.judge(figs, n_pairs, s.confidence, plan.seed), s, plan, doc["runs"])
     figs = []
     for e in plan.suite.entries:
-        if plan.baseline_target:
-            a_dirs = [o.run_dir for o in sides[e.name]["a"]]
-        else:
-            a_dirs = plan.baseline_runs.get(e.name) or []
-        b_dirs = [o.run_dir for o in sides[e.name]["b"]]
+        a_dirs = plan.baseline_runs.get(e.name) or []
+        b_dirs = [r["run_dir"] for r in done[e.name]]
         a = Side.read(a_dirs, [read_report(d) for d in a_dirs])
         b = Side.read(b_dirs, [read_report(d) for d in b_dirs])
-        figs += experiment_figures(e.name, a, b, settings) + [aborted_figure(e.name, sides[e.name], a_dirs)]
+        figs += guard_sides(e.name, a, b, experiment_figures(e.name, a, b, s), s, doc)
+        figs.append(aborted_figure(e.name, [read_report(d).get("exit_code") for d in a_dirs],
+                                   [r["exit_code"] for r in done[e.name]]))
         dropped = a.dropped() + b.dropped()
         if dropped:
             doc.setdefault("not_compared", []).append(f"{e.name}: {', '.join(sorted(set(dropped)))} (not in every "
                                                       f"run: an aborted run ends early)")
-    doc.update(decide(figs, settings, plan))
-    return _finish(plan.out_dir, doc)
+    return decide(C.compare_figures([_settle(f) for f in figs], s.confidence), s, plan, doc["runs"])
 
 
-def aborted_figure(exp: str, runs: dict[str, list[Outcome]], a_dirs: list[str]) -> dict:
-    """Runs abort_when stopped: a candidate that trips it where the baseline did not is a regression, whatever
-    its other figures say (they end early, and phases it never reached are not compared)."""
-    a_codes = [o.exit_code for o in runs["a"]] or [read_report(d).get("exit_code") for d in a_dirs]
-    b_codes = [o.exit_code for o in runs["b"]]
+def _pairs(rows: list[dict]) -> list[P.Pair]:
+    by_pair: dict[int, dict] = {}
+    for r in rows:
+        by_pair.setdefault(r["pair"], {"order": r["order"]})[r["side"]] = r["run_dir"]
+    out = []
+    for n, d in sorted(by_pair.items()):
+        if "a" in d and "b" in d:
+            out.append(P.Pair(n, d["order"], P.Run.read(d["a"], read_report(d["a"])),
+                              P.Run.read(d["b"], read_report(d["b"]))))
+    return out
+
+
+def guard_sides(exp: str, a: Side, b: Side, figs: list[dict], s: Settings, doc: dict) -> list[dict]:
+    """Recorded baseline runs: where the two sides' hosts differ in a phase (the mean of others' CPU over each
+    side's runs), that phase's latency and recovery-time figures are not judged."""
+    def mean_host(side: Side, phase: str | None):
+        got = [load_summary(r) if phase is None else phase_summary(r, phase) for r in side.reports]
+        if not got or any(h is None or h.others is None for h in got):
+            return None
+        return HostSummary(sum(h.samples for h in got), got[0].ncpu, sum(h.others for h in got) / len(got),
+                           max(h.others_max or 0 for h in got))
+
+    if mean_host(a, None) is None or mean_host(b, None) is None:
+        doc.setdefault("notes", []).append(f"{exp}: the host of the recorded baseline or of the candidate's runs "
+                                           f"was not measured (runs recorded before llm-chaos measured it): "
+                                           f"not guarded")
+        return figs
+    out = []
+    for f in figs:
+        if f.get("kind") in ("latency", "value") and f["verdict"] != C.NOT_JUDGED:
+            why = differs(mean_host(a, f["phase"]), mean_host(b, f["phase"]), s.host_bound)
+            if why:
+                f = {**f, "verdict": C.NOT_JUDGED, "p_value": None, "host": True,
+                     "why": f"the host differed between the sides in {f['phase']}: {why}"}
+        out.append(f)
+    return out
+
+
+def aborted_figure(exp: str, a_codes: list, b_codes: list) -> dict:
+    """Recorded baselines: a candidate that trips abort_when more often than the baseline did is a regression,
+    whatever its other figures say (they end early, and phases it never reached are not compared)."""
     ka, kb = sum(c == ABORTED for c in a_codes), sum(c == ABORTED for c in b_codes)
     fig = {"figure": f"{exp} · runs aborted by abort_when", "kind": "count", "experiment": exp, "phase": "run",
            "metric": "aborted runs", "a": {"value": ka, "n": len(a_codes)}, "b": {"value": kb, "n": len(b_codes)},
@@ -170,30 +234,73 @@ def _settle(f: dict) -> dict:
     return f
 
 
-def decide(figs: list[dict], s: Settings, plan: Plan) -> dict:
-    figs = C.compare_figures([_settle(f) for f in figs], s.confidence)
+def decide(figs: list[dict], s: Settings, plan: Plan, runs: list[dict] = ()) -> dict:
+    """The gate's decision from its judged figures: 1 for a regression the host cannot explain, 4 where figures
+    could not be judged (the host differed, or too few pairs or samples), else 0."""
     worse = [f for f in figs if f["verdict"] == C.WORSE]
     judged = [f for f in figs if f["verdict"] != C.NOT_JUDGED]
-    short = [f for f in figs if f["verdict"] == C.NOT_JUDGED and f.get("needs_runs")]
+    held = [f for f in figs if f["verdict"] == C.NOT_JUDGED and f.get("host")]
+    short = [f for f in figs if f["verdict"] == C.NOT_JUDGED and not f.get("host")
+             and (f.get("needs_runs") or f.get("needs_pairs"))]
     score = round(100 * sum(f["verdict"] != C.WORSE for f in judged) / len(judged), 1) if judged else None
     base = {"figures": figs, "score": score, "regressed": [f["figure"] for f in worse],
             "judged": len(judged), "not_judged": len(figs) - len(judged)}
     if worse:
         return {**base, "exit_code": REGRESSION, "verdict": "regression",
-                "reason": f"{len(worse)} figure(s) worse beyond the tolerance and the noise"}
+                "reason": f"{len(worse)} figure(s) worse beyond the tolerance and the noise"
+                          + (", on pairs whose hosts agreed" if plan.interleaved else "")}
+    if held:
+        more = plan.pairs + max(len((f.get("excluded") or {}).get("host") or {}) for f in held)
+        return {**base, "exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "host_differed": True,
+                "needs_pairs": more,
+                "reason": f"no regression found, but the host differed between the runs compared, so "
+                          f"{len(held)} latency or recovery-time figure(s) were not judged on that evidence "
+                          f"({host_text(held, runs)}). Rerun when the runner is quieter, give more pairs "
+                          f"(--pairs {more}) so that enough of them see the same host, or move to a quieter "
+                          f"runner; `chaos gate --aa` measures a runner"}
     if not judged or short:
-        need = max([f["needs_runs"] for f in short] or [plan.repeat + 1])
-        baseline_short = not plan.baseline_target and any(f.get("short_side") == "a" for f in short)
-        if baseline_short:
-            how = (f"the recorded baseline has too few: record at least {need} baseline runs of each experiment "
-                   f"(a game day or gate with --repeat {need}), or give --baseline-target")
-        else:
-            need = max(need, plan.repeat + 1)
-            how = f"{need - plan.repeat} more run(s) a side (--repeat {need}), or fewer percentiles (--percentiles)"
-        return {**base, "exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "needs_runs": need,
-                "reason": f"no regression found, but {len(short)} figure(s) had too few samples to judge: {how}"}
+        return {**base, **_short(short, plan)}
     return {**base, "exit_code": PASS, "verdict": "pass",
             "reason": f"no figure worse beyond the tolerance and the noise ({len(judged)} judged)"}
+
+
+def host_text(held: list[dict], runs: list[dict]) -> str:
+    """The pairs (or sides) whose hosts differed, with the runs and their figures."""
+    pairs = sorted({(f["experiment"], n) for f in held for n in ((f.get("excluded") or {}).get("host") or {})})
+    if not pairs:  # recorded baseline: the sides differed
+        return "; ".join(sorted({f["why"] for f in held}))[:600]
+    parts = []
+    for exp, n in pairs[:6]:
+        rows = {r["side"]: r for r in runs if r["name"] == exp and r.get("pair") == n}
+        parts.append(f"{exp} pair {n}: {_run_host(rows, 'a')}, {_run_host(rows, 'b')}")
+    return "; ".join(parts) + (f"; and {len(pairs) - 6} more" if len(pairs) > 6 else "")
+
+
+def _run_host(rows: dict, side: str) -> str:
+    """'baseline a-2 others 0.02 cores'"""
+    row = rows.get(side) or {}
+    others = (row.get("host") or {}).get("others")
+    name = os.path.basename(row["run_dir"]) if row else "?"
+    return (f"{'baseline' if side == 'a' else 'candidate'} {name}"
+            + (f" others {others:.2f} cores" if others is not None else ""))
+
+
+def _short(short: list[dict], plan: Plan) -> dict:
+    if plan.interleaved:
+        need = max([f.get("needs_pairs") or 0 for f in short] + [plan.pairs + 1, min_pairs(0.95)])
+        return {"exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "needs_pairs": need,
+                "reason": f"no regression found, but {len(short)} figure(s) could not be judged: "
+                          f"{(short[0]['why'] if short else 'nothing judged')}; give --pairs {need}, longer runs "
+                          f"or fewer percentiles (--percentiles)"}
+    need = max([f.get("needs_runs") or 0 for f in short] or [plan.pairs + 1])
+    if any(f.get("short_side") == "a" for f in short):
+        how = (f"the recorded baseline has too few: record at least {need} baseline runs of each experiment "
+               f"(a game day, or a gate with --pairs {need}), or give --baseline-target")
+    else:
+        need = max(need, plan.pairs + 1)
+        how = f"{need - plan.pairs} more candidate run(s) (--pairs {need}), or fewer percentiles (--percentiles)"
+    return {"exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "needs_runs": need,
+            "reason": f"no regression found, but {len(short)} figure(s) had too few samples to judge: {how}"}
 
 
 def _write(out_dir: str, doc: dict) -> None:

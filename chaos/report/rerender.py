@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..host import host_report
 from ..records.columns import Columns
 from ..records.summary import summarize_steps
 from ..run.journal import read_journal
@@ -87,5 +88,6 @@ def rerender(run_dir: str) -> dict:
                    "requests": len(records), "timeline": journal or report.get("timeline") or []})
     report.update(analyse(records, report["timeline"], s, report["steps"], report.get("server_metrics"),
                           report.get("stability")))
+    report["host"] = host_report(run_dir, report)
     write_reports(run_dir, report, steps)
     return report

@@ -39,6 +39,7 @@ DETAIL = {
     "process_started": _instance,
     "metrics_scraping": lambda e: f"/metrics of {_ids(e.get('instances'))} every {e.get('interval')}s "
                                   f"into {e.get('file')}",
+    "host_sampling": lambda e: f"the host ({e.get('ncpu')} CPUs) every {e.get('interval')}s into {e.get('file')}",
     "load_started": lambda e: f"{e.get('plan')} load for {e.get('duration')}s "
                               f"(Locust pid {', '.join(str(p.get('pid')) for p in e.get('processes') or [])})",
     "load_stopped": lambda e: f"{e['records']} records" if "records" in e else

@@ -23,6 +23,7 @@ from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
 from ..faults import FaultContext, FaultError, make_fault
+from ..host import HOST_FILE, HostSampler
 from ..load.clock import Clock
 from ..load.driver import LoadError, LoadRun
 from ..targets import TargetError, make_target
@@ -30,7 +31,7 @@ from ..targets.links import Links, wanted_links
 from ..verify import checks as V
 from ..verify.stats import scipy_stats
 from .journal import Journal, journal_spawn
-from .procs import RUN_ID_ENV, become_subreaper, create_time, run_id_for
+from .procs import RUN_ID_ENV, become_subreaper, create_time, marked, run_id_for
 from .scrape import start_for_run
 from .timing import restart_warnings
 from .view import View
@@ -107,6 +108,7 @@ class Runner:
         self.up_since: dict = {}  # instance id -> last health pass, as the load ended
         self.final_health = None
         self.scraper = None  # chaos.run.scrape.Scraper: /metrics through the run, from before the load
+        self.host: HostSampler | None = None  # the host's CPU, load and pressure, every second of the run
 
     def now(self) -> float:
         """Unix seconds on the records' clock (chaos.load.clock): a wall-clock step (NTP, a VM stalled or
@@ -152,6 +154,7 @@ class Runner:
         self.warm_imports.start()
         code = None
         try:
+            self._sample_host()
             self.view.start()
             for w in restart_warnings(self.exp):
                 self.notes.append(f"warning: {w}")
@@ -175,6 +178,8 @@ class Runner:
             finally:  # stopped there before the target went down; again here (idempotent) if the rollback raised
                 if self.scraper is not None:
                     self.scraper.stop()
+                if self.host is not None:
+                    self.host.stop()
             if self.signals:  # whatever was under way when the signal came, the run was interrupted
                 code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
             code = finish(self, code)
@@ -186,6 +191,14 @@ class Runner:
             else:
                 os.environ[RUN_ID_ENV] = old_mark
         return code
+
+    def _sample_host(self) -> None:
+        """From the first moment: a neighbour that slows the target's start shows too. A container's processes
+        are not the runner's descendants; they carry the run's mark, and are found by it."""
+        kind = self.exp.target.kind
+        extra = (lambda: [p.pid for p in marked(self.run_id)]) if kind == "docker" else None
+        self.host = HostSampler(os.path.join(self.run_dir, HOST_FILE), clock=self.now, extra_pids=extra).start()
+        self.journal.write("host_sampling", interval=self.host.interval, file=HOST_FILE, ncpu=self.host.ncpu)
 
     def _journal_spawn(self, inst) -> None:
         journal_spawn(self.journal, inst, restart=self.load is not None)

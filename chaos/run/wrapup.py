@@ -9,6 +9,7 @@ import urllib.request
 
 import psutil
 
+from ..host import host_report
 from ..records.labels import label_records
 from ..records import read_records
 from ..records.summary import summarize, summarize_steps
@@ -86,6 +87,7 @@ def finish(run, code: int | None) -> int:
     except FileNotFoundError:
         report["timeline"] = []
     _evidence(run, report, records, bool(plan and plan.open_loop))
+    report["host"] = host_report(run.run_dir, report)
     report = run.public(report)
     write_reports(run.run_dir, report, steps, mask=run.public)  # the Markdown is scrubbed again, whole
     run.journal.close()

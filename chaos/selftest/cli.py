@@ -47,8 +47,11 @@ def register(sub, formatter) -> None:
     h.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
     h.set_defaults(func=cmd_selftest)
 
+    from . import neighbour
     from .families import FAMILIES
     from .interrupts import HANG_S, LONG_TRIALS, SETTLE_S
+
+    neighbour.register(ssub, formatter)
 
     i = ssub.add_parser(
         "interrupts", formatter_class=formatter,

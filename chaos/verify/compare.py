@@ -24,6 +24,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as st
 
+from .paired import positive_mean_interval
 from .stats import (Estimate, _wilson, interval_of, min_point_samples, proportion, rate,
                     resample_grouped_percentiles, resample_percentiles, sorted_percentiles)
 
@@ -281,7 +282,8 @@ def compare_values(a, b, confidence: float = 0.95, tolerance: float = 0.0, floor
 
     Needs 2 values a side (a variance each). Where both sides repeat one value exactly (no spread), the verdict
     is the sign of the change beyond delta, with p = 1/(2 C(n_a+n_b, n_a)) (the permutation test's resolution),
-    not 0: identical repeats show consistency, not certainty. The mean's interval is Student's t."""
+    not 0: identical repeats show consistency, not certainty. A side's mean has an interval that stays above 0
+    (a time cannot be negative), and none with fewer than 3 values."""
     alpha, tol = _alpha(confidence), _tol(tolerance)
     va, vb = np.asarray(a, float), np.asarray(b, float)
     va, vb = va[np.isfinite(va)], vb[np.isfinite(vb)]
@@ -313,13 +315,12 @@ def compare_values(a, b, confidence: float = 0.95, tolerance: float = 0.0, floor
 
 
 def _mean_estimate(v: np.ndarray, confidence: float) -> Estimate:
+    """The mean of a time, with an interval that stays above 0 (chaos.verify.paired.positive_mean_interval):
+    log-normal (Cox) where every value is above 0, Student's t held at 0 otherwise, none under 3 values."""
     if v.size == 0:
         return Estimate(None, None, None, 0, confidence, "mean")
-    m = float(v.mean())
-    if v.size < 2:
-        return Estimate(m, None, None, int(v.size), confidence, "mean")
-    h = float(st.t.ppf(1 - (1 - confidence) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return Estimate(m, m - h, m + h, int(v.size), confidence, "student-t")
+    m, lo, hi, method = positive_mean_interval(v, confidence)
+    return Estimate(m, lo, hi, int(v.size), confidence, method, needs=3 if lo is None else None)
 
 
 # -- a family of figures ------------------------------------------------------------------------------------------

@@ -1,21 +1,27 @@
-"""The gate's plan: the interleaved order of runs and the bounds of --repeat (no runs here)."""
+"""The gate's plan: the pairs' orders drawn by a seeded coin, and the bounds of --pairs (no runs here)."""
 
 import pytest
 
-from chaos.gate.gate import GateError, Plan, order
+from chaos.gate.gate import MAX_PAIRS, GateError, Plan
+from chaos.gate.pairs import draw_orders
 
 
-def test_each_pair_alternates_which_side_goes_first():
-    assert order(1) == ["a", "b"]
-    assert order(2) == ["a", "b", "b", "a"]
-    assert order(3) == ["a", "b", "b", "a", "a", "b"]
-    # over an even number of pairs, each side runs first as often: drift over the session cancels
-    seq = order(4)
-    firsts = [seq[i] for i in range(0, len(seq), 2)]
-    assert firsts.count("a") == firsts.count("b") == 2
+def test_each_pairs_order_is_a_coin_of_the_seed():
+    assert draw_orders(8, seed=3) == draw_orders(8, seed=3)
+    assert draw_orders(8, seed=3) != draw_orders(8, seed=4)
+    orders = draw_orders(2000, seed=1)
+    assert set(orders) == {"ab", "ba"}
+    assert abs(orders.count("ab") / 2000 - 0.5) < 0.04  # a fair coin: 0.5 +- 3.6 standard errors
 
 
-@pytest.mark.parametrize("repeat", [0, 51])
-def test_repeat_is_bounded(repeat):
-    with pytest.raises(GateError, match="--repeat"):
-        Plan(suite=None, out_dir="o", candidate="c", baseline_target="b", repeat=repeat)
+def test_the_seed_is_drawn_and_kept_when_not_given():
+    a = Plan(suite=None, out_dir="o", candidate="c", baseline_target="b")
+    b = Plan(suite=None, out_dir="o", candidate="c", baseline_target="b")
+    assert isinstance(a.seed, int) and a.seed != b.seed
+    assert Plan(suite=None, out_dir="o", candidate="c", baseline_target="b", seed=9).seed == 9
+
+
+@pytest.mark.parametrize("pairs", [0, MAX_PAIRS + 1])
+def test_pairs_are_bounded(pairs):
+    with pytest.raises(GateError, match="--pairs"):
+        Plan(suite=None, out_dir="o", candidate="c", baseline_target="b", pairs=pairs)

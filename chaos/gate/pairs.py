@@ -1,0 +1,364 @@
+"""The gate's paired figures: n pairs of runs, each pair a baseline run (a) and a candidate run (b) in an order a
+fair coin chose, compared pair by pair (chaos/verify/paired.py has the statistics and why they hold).
+
+Each figure takes one number from each pair:
+  - a latency percentile of a phase: log(P_q of b's run / P_q of a's run), each run's own percentile (a run needs
+    min_point_samples(q) requests in the phase); allowed change log(1 + max(tolerance, floor / P_q of a));
+  - the error rate of a phase: b's minus a's; allowed change the error tolerance (absolute);
+  - a recovery time of a fault: b's minus a's, a run that never recovered counted to the end of its load; allowed
+    change max(tolerance x a's mean, the recovery floor);
+  - the failed requests of a fault (its error budget): b's minus a's; allowed change max(tolerance x a's mean, 1);
+  - aborted runs: 1 where only b's run was stopped by abort_when, -1 where only a's.
+
+The host guard. A pair whose two runs saw a different host in the span a figure looks at (others' CPU apart by
+more than the bound, chaos.host) is left out of that span's latency and recovery-time figures: a neighbour's
+slowdown is not evidence about the build. Its failures still count, less the ones a slow host can cause (client
+timeouts, 408 and 504 answers), which are set aside in that pair's runs: an HTTP 500 is never the host's doing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..host import differs, load_summary, phase_summary
+from ..records import read_records
+from ..verify import compare as C
+from ..verify.paired import flip_p, max_t, min_pairs, positive_mean_interval, ratio_interval, t_interval
+from ..verify.phases import ended_in
+from ..verify.samples import METRICS, errors, is_open_loop, latency
+from ..verify.stats import Estimate, min_point_samples, proportion, rate
+from .figures import Settings
+
+RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
+            ("time_to_restore", "time to restore"))
+ABORTED = 3
+TIMING_STATUSES = (408, 504)
+
+
+def draw_orders(pairs: int, seed: int) -> list[str]:
+    """Each pair's order, "ab" or "ba", by a fair coin from the seed."""
+    rng = random.Random(seed)
+    return ["ab" if rng.random() < 0.5 else "ba" for _ in range(pairs)]
+
+
+def slow_host_failure(r) -> bool:
+    """A failure a slow host alone can cause: the client's timeout, or a server's 408 / 504."""
+    return r.outcome == "timeout" or (r.outcome == "http_error" and r.status in TIMING_STATUSES)
+
+
+@dataclass(slots=True)
+class Run:
+    run_dir: str
+    report: dict
+    records: list = field(default_factory=list)
+
+    @classmethod
+    def read(cls, run_dir: str, report: dict) -> Run:
+        path = os.path.join(run_dir, "requests.jsonl")
+        return cls(run_dir, report, read_records(path) if os.path.exists(path) else [])
+
+    def phase(self, name: str) -> dict | None:
+        return next((p for p in self.report.get("phases") or [] if p["name"] == name), None)
+
+    def in_phase(self, name: str) -> list:
+        ph = self.phase(name)
+        return [] if ph is None else ended_in(self.records, ph["start"], ph["end"])
+
+    def fault(self, name: str) -> dict | None:
+        return next((f for f in (self.report.get("recovery") or {}).get("faults") or [] if f["fault"] == name), None)
+
+
+@dataclass(slots=True)
+class Pair:
+    number: int  # 1-based, as gate.md names it
+    order: str  # "ab" or "ba"
+    a: Run
+    b: Run
+
+    def host_differs(self, span: str | None, bound: float) -> str | None:
+        """Why this pair's hosts differ in the span (a phase or fault name; None: the whole load), or None."""
+        if span is None:
+            return differs(load_summary(self.a.report), load_summary(self.b.report), bound)
+        return differs(phase_summary(self.a.report, span), phase_summary(self.b.report, span), bound)
+
+    def measured(self) -> bool:
+        return load_summary(self.a.report) is not None and load_summary(self.b.report) is not None
+
+
+def _names(pairs: list[Pair], key) -> list[str]:
+    """Names (phases or faults) in the first run's order that at least one pair has in both runs."""
+    seen = []
+    for p in pairs:
+        for n in key(p.a):
+            if n not in seen and n in key(p.b):
+                seen.append(n)
+    return seen
+
+
+def _phases(run: Run) -> list[str]:
+    names = [p["name"] for p in run.report.get("phases") or []]
+    return [n for n in names if n != "whole run"] or names
+
+
+def _faults(run: Run) -> list[str]:
+    return [f["fault"] for f in (run.report.get("recovery") or {}).get("faults") or []]
+
+
+def _figure(exp: str, phase: str, metric: str, kind: str, **kw) -> dict:
+    return {"figure": f"{exp} · {phase} {metric}", "kind": kind, "experiment": exp, "phase": phase,
+            "metric": metric, "paired": True, **kw}
+
+
+def _est(value, low, high, n, confidence, method) -> dict:
+    return Estimate(value, low, high, n, confidence, method).to_dict()
+
+
+def _latency_side(values: list[float], confidence: float) -> dict:
+    """The runs' geometric mean of a percentile, with a t interval on its logs (3 runs or more)."""
+    m, lo, hi = ratio_interval(np.log(values), confidence)
+    return _est(m, lo, hi, len(values), confidence, "runs' geometric mean" if lo is None else "t on the runs' logs")
+
+
+def estimates(fig: dict, keep: list[int], confidence: float) -> dict:
+    """The sides and the change of a latency or recovery-time figure over the pairs it is judged on."""
+    idx = [i for i, n in enumerate(fig["pairs"]) if n in keep]
+    va, vb, d = ([fig[k][i] for i in idx] for k in ("va", "vb", "d"))
+    if not idx:
+        return {}
+    if fig["kind"] == "latency":
+        r, lo, hi = ratio_interval(d, confidence)
+        return {"a": _latency_side(va, confidence), "b": _latency_side(vb, confidence),
+                "ratio": _est(r, lo, hi, len(d), confidence, "t on the pairs' log ratios")}
+    ma, la, ha, meth_a = positive_mean_interval(va, confidence)
+    mb, lb, hb, meth_b = positive_mean_interval(vb, confidence)
+    m, lo, hi = t_interval(d, confidence)
+    return {"a": _est(ma, la, ha, len(va), confidence, meth_a), "b": _est(mb, lb, hb, len(vb), confidence, meth_b),
+            "difference": _est(m, lo, hi, len(d), confidence, "t on the pairs' differences")}
+
+
+def latency_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+    out = []
+    for phase in _names(pairs, _phases):
+        have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
+        host_out = {p.number: why for p in have if (why := p.host_differs(phase, s.host_bound))}
+        for metric in METRICS:
+            per_run = {}
+            for p in have:
+                for side, run in (("a", p.a), ("b", p.b)):
+                    get = latency(metric, is_open_loop(run.report))
+                    v = np.fromiter((x for r in run.in_phase(phase) if r.outcome == "ok"
+                                     and (x := get(r)) is not None), float)
+                    per_run[(p.number, side)] = np.sort(v)
+            for q in s.percentiles:
+                need = min_point_samples(q)
+                short = [p.number for p in have if min(per_run[(p.number, "a")].size,
+                                                       per_run[(p.number, "b")].size) < need]
+                used = [p for p in have if p.number not in short]
+                pa = [float(np.percentile(per_run[(p.number, "a")], q)) for p in used]
+                pb = [float(np.percentile(per_run[(p.number, "b")], q)) for p in used]
+                ok = [i for i in range(len(used)) if pa[i] > 0 and pb[i] > 0]
+                used, pa, pb = [used[i] for i in ok], [pa[i] for i in ok], [pb[i] for i in ok]
+                clean = [x for p, x in zip(used, pa) if p.number not in host_out] or pa
+                base = float(np.exp(np.mean(np.log(clean)))) if clean else None
+                tol = max(s.tolerance, s.floor_s / base) if base else s.tolerance
+                out.append(_figure(exp, phase, f"{metric} p{q:g}", "latency", pairs=[p.number for p in used],
+                                   va=pa, vb=pb, d=[math.log(y / x) for x, y in zip(pa, pb)],
+                                   allowed=math.log1p(tol), tolerance=tol,
+                                   excluded={"host": {n: w for n, w in host_out.items()
+                                                      if n in {p.number for p in used}},
+                                             "samples": short, "needs_samples": need}))
+    return out
+
+
+def error_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+    out = []
+    for phase in _names(pairs, _phases):
+        have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
+        d, used, ka, na, kb, nb, set_aside = [], [], 0, 0, 0, 0, {}
+        for p in have:
+            host = p.host_differs(phase, s.host_bound)
+            counts = []
+            for run in (p.a, p.b):
+                recs = run.in_phase(phase)
+                if host:
+                    kept = [r for r in recs if not slow_host_failure(r)]
+                    set_aside[p.number] = set_aside.get(p.number, 0) + len(recs) - len(kept)
+                    recs = kept
+                counts.append(errors(recs))
+            (fa, ja), (fb, jb) = counts
+            if ja and jb:
+                d.append(fb / jb - fa / ja)
+                used.append(p.number)
+                ka, na, kb, nb = ka + fa, na + ja, kb + fb, nb + jb
+        fig = _figure(exp, phase, "error rate", "proportion", pairs=used, d=d,
+                      allowed=s.error_tolerance, tolerance=s.error_tolerance,
+                      excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
+        if na and nb:
+            m, lo, hi = t_interval(d, s.confidence)
+            fig.update(a=proportion(ka, na, s.confidence).to_dict(), b=proportion(kb, nb, s.confidence).to_dict(),
+                       difference=_est(m, lo, hi, len(d), s.confidence, "t on the pairs' differences"))
+        out.append(fig)
+    return out
+
+
+def _censored_value(run: Run, fault: dict, key: str) -> tuple[float | None, bool]:
+    v = (fault.get(key) or {}).get("value")
+    if v is not None:
+        return v, False
+    if key == "time_to_detect":
+        return None, True  # no client saw the fault: nothing to time (the best outcome, not a long time)
+    ends = [r.t_end for r in run.records if r.t_end is not None]
+    return (max(ends) - fault["start"] if ends else None), True
+
+
+def recovery_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+    out = []
+    for name in _names(pairs, _faults):
+        have = [p for p in pairs if p.a.fault(name) and p.b.fault(name)]
+        host_out = {p.number: why for p in have if (why := p.host_differs(name, s.host_bound))}
+        for key, label in RECOVERY:
+            used, va, vb, censored = [], [], [], {"a": 0, "b": 0}
+            unseen = []
+            for p in have:
+                (x, cx), (y, cy) = (_censored_value(p.a, p.a.fault(name), key),
+                                    _censored_value(p.b, p.b.fault(name), key))
+                censored["a"] += cx
+                censored["b"] += cy
+                if x is None or y is None:
+                    unseen.append(p.number)
+                    continue
+                used.append(p.number)
+                va.append(x)
+                vb.append(y)
+            clean = [x for n, x in zip(used, va) if n not in host_out] or va
+            allowed = max(s.tolerance * float(np.mean(clean)), s.recovery_floor_s) if clean else s.recovery_floor_s
+            out.append(_figure(exp, name, label, "value", unit="s", pairs=used, va=va, vb=vb,
+                               d=[y - x for x, y in zip(va, vb)], allowed=allowed, censored=censored,
+                               excluded={"host": {n: w for n, w in host_out.items() if n in used},
+                                         "unseen": unseen}))
+        out.append(budget_figure(exp, name, have, s))
+    return out
+
+
+def budget_figure(exp: str, fault: str, have: list[Pair], s: Settings) -> dict:
+    ca, cb, set_aside = [], [], {}
+    for p in have:
+        host = p.host_differs(fault, s.host_bound)
+        counts = []
+        for run in (p.a, p.b):
+            n = ((run.fault(fault) or {}).get("error_budget") or {}).get("failed_requests") or 0
+            if host:  # a slow host's failures are set aside (counted in the fault's window)
+                slow = sum(1 for r in run.in_phase(fault) if slow_host_failure(r))
+                set_aside[p.number] = set_aside.get(p.number, 0) + min(n, slow)
+                n = max(0, n - slow)
+            counts.append(n)
+        ca.append(counts[0])
+        cb.append(counts[1])
+    d = [y - x for x, y in zip(ca, cb)]
+    allowed = max(s.tolerance * float(np.mean(ca)), 1.0) if ca else 1.0
+    fig = _figure(exp, fault, "failed requests per run", "count", pairs=[p.number for p in have], d=d,
+                  allowed=allowed, values={"a": ca, "b": cb},
+                  excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
+    if have:
+        m, lo, hi = t_interval(d, s.confidence)
+        fig.update(a=rate(sum(ca), len(ca), s.confidence).to_dict(), b=rate(sum(cb), len(cb), s.confidence).to_dict(),
+                   difference=_est(m, lo, hi, len(d), s.confidence, "t on the pairs' differences"))
+    return fig
+
+
+def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
+    ka = sum(p.a.report.get("exit_code") == ABORTED for p in pairs)
+    kb = sum(p.b.report.get("exit_code") == ABORTED for p in pairs)
+    d = [float(p.b.report.get("exit_code") == ABORTED) - float(p.a.report.get("exit_code") == ABORTED)
+         for p in pairs]
+    return _figure(exp, "run", "runs aborted by abort_when", "count", pairs=[p.number for p in pairs], d=d,
+                   allowed=0.0, a={"value": ka, "n": len(pairs)}, b={"value": kb, "n": len(pairs)},
+                   excluded={"host": {}}, counted=True)
+
+
+def experiment_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+    return (latency_figures(exp, pairs, s) + error_figures(exp, pairs, s) + recovery_figures(exp, pairs, s)
+            + [aborted_figure(exp, pairs)])
+
+
+def judge(figs: list[dict], n_pairs: dict[str, int], confidence: float, seed: int = 0) -> list[dict]:
+    """Every paired figure of a gate judged together; n_pairs: each experiment's pairs. A figure is "worse" when
+    both hold at alpha:
+      - max-T: its pairs' differences beat the largest statistic of every figure under the sign patterns of all
+        the gate's pairs (no change, family-wise: a no-change gate calls nothing in all but alpha of gates);
+      - its own sign-flip test of the differences less the allowed change (changed by more than the tolerance).
+    p_value is the larger of the two, so "worse" <=> p_value <= alpha; "better" mirrored.
+
+    The pairs a figure is judged on: those whose two runs saw the same host, when there are min_pairs of them.
+    Fewer, and the figure is judged on every pair (the randomization holds whatever the host did), but a
+    "worse" found there is not called: it is not judged, for the host (the gate exits 4 and names the pairs).
+    A figure on fewer than min_pairs pairs in all is not judged, and says why."""
+    alpha, k = 1 - confidence, min_pairs(confidence)
+    offsets, n = {}, 0
+    for exp, count in n_pairs.items():
+        offsets[exp], n = n, n + count
+    use, noisy = [], []
+    for f in figs:
+        host = set((f.get("excluded") or {}).get("host") or {})
+        clean = [p for p in f["pairs"] if p not in host]
+        use.append(clean if len(clean) >= k else f["pairs"] if len(f["pairs"]) >= k else None)
+        noisy.append(len(clean) < k and bool(host))
+
+    def values(i):
+        keep = set(use[i])
+        return np.asarray([d for p, d in zip(figs[i]["pairs"], figs[i]["d"]) if p in keep], float)
+
+    family = [i for i in range(len(figs)) if use[i] is not None and np.any(values(i) != 0)]
+    tests = [([offsets[figs[i]["experiment"]] + p - 1 for p in use[i]], values(i)) for i in family]
+    up = dict(zip(family, max_t(tests, n, seed)))
+    down = dict(zip(family, max_t([(c, -d) for c, d in tests], n, seed)))
+    out = []
+    for i, f in enumerate(figs):
+        f = {**f, "test": "sign-flip max-T", "pairs_needed": k}
+        if use[i] is None:
+            out.append(_short(f, k))
+            continue
+        if "va" in f:
+            f.update(estimates(f, use[i], confidence), judged_on=use[i])
+        pw = pb = 1.0  # every pair identical: nothing moved
+        if i in up:
+            pw = max(up[i], flip_p(values(i) - f["allowed"], seed))
+            pb = max(down[i], flip_p(-values(i) - f["allowed"], seed))
+        verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
+        f.update(p_worse=pw, p_better=pb, p_value=min(pw, pb), verdict=verdict)
+        if noisy[i]:
+            host = f["excluded"]["host"]
+            why_host = "; ".join(f"{n}: {w}" for n, w in sorted(host.items()))
+            pairs_text = f"{', '.join(map(str, sorted(host)))} ({why_host})"
+            if verdict == C.WORSE:
+                f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
+                         why=f"worse on every pair (p = {pw:.2g}), but the host differed in pair(s) {pairs_text}, "
+                             f"and without them {len(f['pairs']) - len(host)} pair(s) are too few to judge ({k} "
+                             f"needed): not called on that evidence")
+            else:
+                f["host_note"] = (f"judged on every pair, pair(s) {', '.join(map(str, sorted(host)))} with a "
+                                  f"different host included (too few without them)")
+        out.append(f)
+    return out
+
+
+def _short(f: dict, k: int) -> dict:
+    """Not judged: on fewer than k pairs in all, and why they are missing."""
+    ex = f.get("excluded") or {}
+    have = len(f["pairs"])
+    host = ex.get("host") or {}
+    if ex.get("samples"):
+        why = (f"a {f['metric'].split()[-1].upper()} needs {ex.get('needs_samples')} requests a run in this phase; "
+               f"pair(s) {', '.join(map(str, ex['samples']))} had fewer: {have} pair(s) left, {k} needed "
+               f"(longer runs, or fewer percentiles)")
+        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + len(ex["samples"])}
+    if ex.get("unseen") and not host:
+        why = f"no client saw the fault in pair(s) {', '.join(map(str, ex['unseen']))}: detection is not timed there"
+        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why}
+    why = f"{have} pair(s): a randomization test at this confidence needs {k}"
+    return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + (len(host) if host else 0)}

@@ -1,0 +1,151 @@
+"""Paired runs compared: the statistics of the gate's design (docs/gate.md, "Pairs in random order").
+
+The design: n pairs of runs, baseline (a) and candidate (b), each pair's order drawn by a fair coin. For each
+figure f a pair gives one number d_if (the log of a percentile's ratio b/a, an error rate's difference, a recovery
+time's difference) and the figure allows a change of c_f (the tolerance). The test asks whether E[d_f] > c_f.
+
+Why a randomization test. Under "the candidate is the baseline" the two runs of a pair differ only by the moments
+they ran at (the host then: a neighbour, a cache, a restart's timing), and which of those moments went to b was the
+coin's choice. So each pair's difference is as likely to have come out with the other sign, whatever the host
+did and however it came and went: flipping the signs of the pairs in every one of the 2^n ways gives exactly the
+distribution the observed statistic has under no change, without assuming normal errors or independent requests.
+A neighbour cannot fake a regression beyond alpha, since it cannot know the coins. (Shifted by c_f, the test is
+exact at a change of exactly c_f and conservative below it, for a change that scales every run alike.)
+
+Why max-T. A gate judges dozens of figures at once. Each pattern of signs flips every figure's pairs together, so
+the largest studentized statistic over all figures has, under no change, the distribution of that pattern's
+largest; a figure is called when its statistic beats that family-wide maximum in all but alpha of the patterns
+(single-step max-T, Westfall & Young). This holds the chance of any false call in the gate at alpha, and, unlike
+Holm, spends nothing on figures that move together (every E2E figure moves with the host).
+
+The price: a randomization test resolves no finer than 1/2^m for a figure judged on m pairs, so at 95 % a figure
+needs m >= 5 pairs (1/32) to be called at all. The gate says so rather than guess (min_pairs()).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+EXACT_UP_TO = 16  # pairs: 2^16 patterns enumerated; beyond, a seeded sample of that many
+
+
+def min_pairs(confidence: float) -> int:
+    """The fewest pairs whose 2^m sign patterns can reach p <= 1 - confidence."""
+    return max(2, math.ceil(math.log2(1 / (1 - confidence))))
+
+
+def patterns(n: int, seed: int = 0, cap: int = 1 << EXACT_UP_TO) -> np.ndarray:
+    """Sign patterns over n pairs, the identity (all +1) first: every one of the 2^n while that is at most cap,
+    else the identity and cap - 1 drawn at random (seeded)."""
+    if n <= 0:
+        return np.ones((1, 0))
+    if 2 ** n <= cap:
+        grid = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+        return grid  # product's first row is all +1
+    rng = np.random.default_rng(seed)
+    drawn = rng.choice((1.0, -1.0), size=(cap - 1, n))
+    return np.vstack([np.ones((1, n)), drawn])
+
+
+def studentized(x: np.ndarray) -> np.ndarray:
+    """Row-wise one-sample t (mean / (sd / sqrt m)) of a patterns x m matrix. A row with no spread is +inf, -inf
+    or 0 by its mean's sign: every pair agreeing exactly is the strongest evidence the pairs can give."""
+    m = x.shape[1]
+    mean = x.mean(axis=1)
+    if m < 2:
+        return np.sign(mean) * np.inf
+    sd = x.std(axis=1, ddof=1)
+    scale = np.abs(x).max(axis=1)
+    flat = sd <= 1e-12 * np.maximum(scale, 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = mean / (sd / math.sqrt(m))
+    t[flat] = np.where(mean[flat] > 0, np.inf, np.where(mean[flat] < 0, -np.inf, 0.0))
+    return t
+
+
+def max_t(figures: list[tuple[list[int], np.ndarray]], n_pairs: int, seed: int = 0) -> list[float]:
+    """Family-wise p-values, one a figure, of "b is above a" for figures given as (the pairs it has, its pair
+    differences d on them). Single-step max-T over the sign patterns of all n_pairs: a figure's p is the share of
+    patterns whose largest studentized statistic over every figure reaches the figure's observed one. Exact when
+    the patterns are enumerated (n_pairs <= EXACT_UP_TO); otherwise the identity and a seeded sample."""
+    if not figures:
+        return []
+    pat = patterns(n_pairs, seed)
+    stats = np.full((pat.shape[0], len(figures)), -np.inf)
+    for j, (idx, d) in enumerate(figures):
+        if len(idx):
+            stats[:, j] = studentized(pat[:, idx] * np.asarray(d, float)[None, :])
+    family = stats.max(axis=1)
+    return [_share_at_least(family, t) for t in stats[0]]
+
+
+def flip_p(d, seed: int = 0) -> float:
+    """One-sided p of "the mean of d is above 0" for one figure: the share of its own 2^m sign patterns whose
+    mean reaches the observed one (exact up to EXACT_UP_TO pairs). Given d less the allowed change, this is the
+    test of "changed by more than the tolerance"."""
+    d = np.asarray(d, float)
+    if d.size == 0:
+        return 1.0
+    means = (patterns(d.size, seed) * d[None, :]).mean(axis=1)
+    return _share_at_least(means, means[0])
+
+
+def _share_at_least(values: np.ndarray, t: float) -> float:
+    if np.isneginf(t):
+        return 1.0
+    if np.isposinf(t):
+        return float(np.count_nonzero(np.isposinf(values))) / values.size
+    # ties count against the figure; a sliver of tolerance keeps floating error from splitting a tie
+    return float(np.count_nonzero(values >= t - 1e-9 * max(1.0, abs(t)))) / values.size
+
+
+def t_interval(d, confidence: float) -> tuple[float | None, float | None, float | None]:
+    """Mean of d with its Student-t interval; (mean, None, None) with fewer than 3 values: two values give an
+    interval too wide to say anything (t at 1 degree of freedom is 12.7), so none is claimed."""
+    from scipy import stats as st
+
+    d = np.asarray(d, float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return None, None, None
+    m = float(d.mean())
+    if d.size < 3:
+        return m, None, None
+    h = float(st.t.ppf(0.5 + confidence / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+    return m, m - h, m + h
+
+
+def ratio_interval(log_ratios, confidence: float) -> tuple[float | None, float | None, float | None]:
+    """The geometric mean of ratios with its interval, from their logs: never below 0, as no ratio can be."""
+    m, lo, hi = t_interval(log_ratios, confidence)
+    f = (lambda v: None if v is None else math.exp(v))
+    return f(m), f(lo), f(hi)
+
+
+def positive_mean_interval(values, confidence: float) -> tuple[float | None, float | None, float | None, str]:
+    """The mean of a positive quantity (a time, a count) with an interval that stays above 0.
+
+    All values > 0: Cox's interval for a log-normal mean, exp(ybar + s^2/2 +- t sqrt(s^2/n + s^4/(2(n-1)))) on
+    y = log x. Some value 0: Student's t, its lower bound held at 0 (said in the method). Fewer than 3 values: the
+    mean alone. Returns (mean, low, high, method)."""
+    from scipy import stats as st
+
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return None, None, None, "mean"
+    mean = float(v.mean())
+    if v.size < 3:
+        return mean, None, None, "mean"
+    t = float(st.t.ppf(0.5 + confidence / 2, v.size - 1))
+    if np.all(v > 0):
+        y = np.log(v)
+        s2 = float(y.var(ddof=1))
+        centre = float(y.mean()) + s2 / 2
+        h = t * math.sqrt(s2 / v.size + s2 ** 2 / (2 * (v.size - 1)))
+        return mean, math.exp(centre - h), math.exp(centre + h), "log-normal (Cox)"
+    h = t * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return mean, max(0.0, mean - h), mean + h, "student-t, bounded at 0"
