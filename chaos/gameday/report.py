@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 
 from ..report.junit import _text
 from ..report.sections import duration_text
-from .history import Point, moved
+from ..host import HostSummary
+from .history import Move, Point, Rule, median_host, moved
 
 STATUS_BADGE = {"passed": "passed", "failed": "failed", "inconclusive": "inconclusive", "aborted": "aborted",
                 "interrupted": "interrupted", "setup error": "error"}
@@ -28,21 +29,56 @@ def _point(p: Point) -> str:
     return s + (f" [{_val(p.low, p.unit)}, {_val(p.high, p.unit)}]" if p.low is not None else "")
 
 
-def flags(series: dict, gameday_id: int | None) -> list[tuple[str, str, str]]:
-    """(experiment, figure, how it moved) for this game day's figures that moved beyond their noise."""
+def flags(series: dict, gameday_id: int | None, hosts: dict | None = None,
+          rule: Rule | None = None) -> list[tuple[str, str, Move, HostSummary | None, HostSummary | None]]:
+    """This game day's figures judged against the earlier game days' spread: (experiment, figure, the Move, this
+    game day's host, the previous game day's host) for each that moved or was held for the host. The family of
+    the Bonferroni correction is every figure of this game day with enough history."""
+    hosts = hosts or {}
+    rule = rule or Rule()
+    mine = {key: pts for key, pts in sorted(series.items()) if pts and pts[-1].gameday_id == gameday_id}
+    family = sum(sum(p.value is not None for p in pts[:-1][-rule.window:]) >= rule.min_history
+                 for pts in mine.values())
     out = []
-    for (exp, fig), pts in sorted(series.items()):
-        if pts and pts[-1].gameday_id == gameday_id and (why := moved(pts)):
-            out.append((exp, fig, why))
+    for (exp, fig), pts in mine.items():
+        earlier = [hosts.get((p.gameday_id, exp)) for p in pts[:-1][-rule.window:]]
+        m = moved(pts, family, rule, hosts.get((gameday_id, exp)), median_host(earlier))
+        if m.direction or m.held_for_host:
+            prev = hosts.get((pts[-2].gameday_id, exp)) if len(pts) > 1 else None
+            out.append((exp, fig, m, hosts.get((gameday_id, exp)), prev))
     return out
+
+
+def history_needed(series: dict, gameday_id: int | None, rule: Rule | None = None) -> str | None:
+    """'3 figure(s) have fewer than 5 earlier game days: nothing is called for them yet', or None."""
+    rule = rule or Rule()
+    short = [pts for pts in series.values() if pts and pts[-1].gameday_id == gameday_id
+             and sum(p.value is not None for p in pts[:-1]) < rule.min_history]
+    if not short:
+        return None
+    have = min(sum(p.value is not None for p in pts[:-1]) for pts in short)
+    return (f"{len(short)} figure(s) have fewer than {rule.min_history} earlier game days (the fewest: {have}): "
+            f"nothing is called for them until there are {rule.min_history}")
+
+
+def _host(h: HostSummary | None) -> str:
+    return h.text() if h else "not measured"
+
+
+def moved_lines(series: dict, doc: dict, hosts: dict) -> list[str]:
+    found = flags(series, doc.get("history_id"), hosts)
+    lines = [f"- **{e}: {f}** {m.text}; host this game day: {_host(h)}; the previous: {_host(p)}"
+             for e, f, m, h, p in found if m.direction]
+    lines += [f"- {e}: {f}, {m.text}" for e, f, m, _, _ in found if m.held_for_host]
+    need = history_needed(series, doc.get("history_id"))
+    return (lines or ["None."]) + ([f"- ({need})"] if need else [])
 
 
 def _rel(day: str, path: str) -> str:
     return os.path.relpath(path, day) if os.path.isabs(path) else path
 
 
-def markdown(doc: dict, day: str, series: dict) -> str:
-    moved_now = flags(series, doc.get("history_id"))
+def markdown(doc: dict, day: str, series: dict, hosts: dict | None = None) -> str:
     lines = [f"# Game day {doc['suite']}: {doc['status']}, resilience score {doc.get('score')}", "",
              f"- started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(doc['started']))}, "
              f"{doc['passed']} of {doc['experiments']} experiments passed",
@@ -52,14 +88,18 @@ def markdown(doc: dict, day: str, series: dict) -> str:
         lines.append(f"- stopped early: {doc['stopped']}")
     if doc.get("not_run"):
         lines.append(f"- **not run ({doc['status']}):** {', '.join(doc['not_run'])}")
-    lines += ["", "| experiment | verdict | score | time | report |", "|---|---|---|---|---|"]
+    lines += ["", "| experiment | verdict | score | time | host over its load | report |", "|---|---|---|---|---|---|"]
     for r in doc["runs"]:
         lines.append(f"| {r['name']} | {r.get('verdict') or r['status']} | {r['score']:.0f} | {r['seconds']:.0f} s | "
+                     f"{_host(HostSummary.from_dict(r.get('host')))} | "
                      f"[{_rel(day, r['run_dir'])}/report.md]({_rel(day, r['run_dir'])}/report.md) |")
     for name in doc.get("not_run") or []:
-        lines.append(f"| {name} | not run | 0 | - | - |")
-    lines += ["", "## Moved beyond the noise since the last game day", ""]
-    lines += [f"- **{e}: {f}** {why}" for e, f, why in moved_now] or ["None."]
+        lines.append(f"| {name} | not run | 0 | - | - | - |")
+    lines += ["", "## Moved beyond the spread of earlier game days", "",
+              "A figure moved when it left what the run-to-run spread of the earlier game days allows (a prediction "
+              "interval, corrected over this game day's figures) and beyond 10 % and a floor; a time is not called "
+              "where this game day's host differed from theirs. docs/gameday.md.", ""]
+    lines += moved_lines(series, doc, hosts or {})
     lines += ["", "## Key figures across game days", "",
               "| experiment | figure | game days | latest | previous |", "|---|---|---|---|---|"]
     for (exp, fig), pts in sorted(series.items()):
@@ -85,7 +125,7 @@ def trend_figure(exp: str, fig_name: str, pts: list[Point]):
     return fig
 
 
-def html_page(doc: dict, day: str, series: dict, gamedays: list[dict]) -> str:
+def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: dict | None = None) -> str:
     import plotly.graph_objects as go
 
     from ..report.page import Page, badge, cell, esc
@@ -103,9 +143,9 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict]) -> str:
     rows += [[cell(n), f"<td>{badge('interrupted', 'not run')}</td>", cell("0"), cell("-")]
              for n in doc.get("not_run") or []]
     page.table(["experiment", "verdict", "score", "time"], rows, raw=True)
-    moved_now = flags(series, doc.get("history_id"))
-    page.h2("Moved beyond the noise since the last game day")
-    page.note("; ".join(f"{e}: {f} {why}" for e, f, why in moved_now) or "None.")
+    page.h2("Moved beyond the spread of earlier game days")
+    page.add("<ul>" + "".join(f"<li>{esc(x.removeprefix('- ').replace('**', ''))}</li>"
+                              for x in moved_lines(series, doc, hosts or {})) + "</ul>")
     page.h2("Resilience score across game days")
     page.figure(go.Figure(go.Scatter(x=[time.strftime("%Y-%m-%d %H:%M", time.gmtime(g["started"])) for g in gamedays],
                                      y=[g["score"] for g in gamedays], mode="lines+markers"))
@@ -139,13 +179,13 @@ def junit(doc: dict) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_reports(doc: dict, day: str, series: dict, gamedays: list[dict]) -> None:
+def write_reports(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: dict | None = None) -> None:
     with open(os.path.join(day, "gameday.md"), "w") as f:
-        f.write(markdown(doc, day, series))
+        f.write(markdown(doc, day, series, hosts))
     with open(os.path.join(day, "junit.xml"), "w") as f:
         f.write(junit(doc))
     try:
-        page = html_page(doc, day, series, gamedays)
+        page = html_page(doc, day, series, gamedays, hosts)
     except ImportError:  # plotting unavailable: the Markdown says everything
         return
     with open(os.path.join(day, "gameday.html"), "w") as f:

@@ -22,6 +22,7 @@ import time
 
 import psutil
 
+from ..host import load_summary
 from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
 from . import score as S
@@ -223,18 +224,21 @@ def finish(doc: dict, day: str, folder: str) -> None:
     doc["score"] = S.resilience_score(scores)
     doc["experiments"] = len(doc["planned"])
     doc["passed"] = sum(r.get("exit_code") == 0 for r in doc["runs"])
-    figures = []
+    figures, hosts = [], {}
     for r in doc["runs"]:
         rep = read_report(r["run_dir"])
         if rep:
             figures += S.key_figures(r["name"], rep)
+            hosts[r["name"]] = load_summary(rep)
+            r["host"] = hosts[r["name"]].to_dict() if hosts[r["name"]] else None
     hist = History(os.path.join(folder, "history.sqlite"))
     try:
         if not doc.get("history_id"):
-            doc["history_id"] = hist.append({**doc, "dir": os.path.abspath(day)}, figures)
+            doc["history_id"] = hist.append({**doc, "dir": os.path.abspath(day)}, figures, hosts)
         series = hist.series()
         gamedays = hist.gamedays()
+        all_hosts = hist.hosts()
     finally:
         hist.close()
     write_state(os.path.join(day, "gameday.json"), doc)
-    write_reports(doc, day, series, gamedays)
+    write_reports(doc, day, series, gamedays, all_hosts)

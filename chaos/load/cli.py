@@ -177,6 +177,19 @@ def drive(a, cfg: LoadConfig):
     return run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
 
 
+def _sampled(a, cfg):
+    """The load, with the host sampled beside it into host.jsonl (chaos.host): `chaos report --compare` shows
+    each run's host and warns where they differed."""
+    from ..host import HOST_FILE, HostSampler
+
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    sampler = HostSampler(os.path.join(cfg.out_dir, HOST_FILE)).start()
+    try:
+        return drive(a, cfg)
+    finally:
+        sampler.stop()
+
+
 def cmd_load(a) -> int:
     from ..targets import TargetError
     from ..targets.reach import is_url, reached
@@ -193,9 +206,9 @@ def cmd_load(a) -> int:
                 aim(cfg, r)
                 if r.limits is not None:
                     print(f"limits of {r.name}: {r.limits.describe()}", flush=True)
-                result = drive(a, cfg)
+                result = _sampled(a, cfg)
         else:
-            result = drive(a, cfg)
+            result = _sampled(a, cfg)
     except (LoadError, ValueError, OSError, TargetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,10 @@ examples:
   chaos report --compare A B --out reports/compare-upgrade --confidence 0.99
 
 exit codes: 0 written (compare: no figure worse), 1 compare: some figure worse, 2 bad input
+
+Compared, each run's host is shown beside the other's (CPU used by other processes, the run's own, load, CPU
+pressure), and where the two differ by more than --host-bound cores a latency change is warned of and not
+called: a busy neighbour slows a run as a slower build would.
 """
 
 
@@ -33,6 +37,9 @@ def register(sub, formatter) -> None:
     p.add_argument("--tolerance", type=float, default=0.10,  # chaos.report.comparison.TOLERANCE, calibrated
                    help="the smallest relative change of latency or throughput that counts (0: pure statistics, "
                         "which flags the few-percent drift between two runs of the same code)")
+    p.add_argument("--host-bound", type=float, default=0.25, metavar="CORES",
+                   help="compare: cores of CPU by other processes the two runs' hosts may differ by before a latency "
+                        "change there is not called (docs/gate.md, the host)")
     p.set_defaults(func=cmd_report)
 
 
@@ -53,13 +60,17 @@ def cmd_report(a) -> int:
         out = a.out or os.path.join("reports", f"compare-{_name(base)}-vs-{_name(cand)}-"
                                                f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
         try:
-            comp = compare_runs(base, cand, out, a.confidence, a.tolerance)
+            comp = compare_runs(base, cand, out, a.confidence, a.tolerance, a.host_bound)
         except CompareError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         worse = [f for f in comp["figures"] if f["verdict"] == "worse"]
         for f in comp["figures"]:
             print(f"  {f['verdict'].upper():<24} {f['figure']}: {f['summary']}")
+        if (comp.get("host") or {}).get("differs"):
+            print("\nwarning: the host differed between the runs ("
+                  + "; ".join(f"{k}: {v}" for k, v in comp["host"]["differs"].items())
+                  + "): latency changes there are not called", file=sys.stderr)
         print(f"\n{len(worse)} worse, {sum(f['verdict'] == 'better' for f in comp['figures'])} better, "
               f"{sum(f['verdict'] == 'no detectable change' for f in comp['figures'])} no detectable change "
               f"at {a.confidence:.0%} confidence\ncomparison: {os.path.join(out, 'comparison.md')}")

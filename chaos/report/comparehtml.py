@@ -5,6 +5,7 @@ by side, and the two runs' E2E and TTFT distributions overlaid as ECDFs.
 
 from __future__ import annotations
 
+from ..host import HostSummary
 from . import plots
 from .page import Page, badge, cell, esc
 from .tables import estimate_text, fmt_s
@@ -53,6 +54,31 @@ def _side(page: Page, side: str, d: dict) -> None:
              f'<code>{esc(d.get("dir"))}</code>' + (f" &middot; {esc('; '.join(extra))}" if extra else "") + "</p>")
 
 
+def _host(page: Page, host: dict) -> None:
+    """Both runs' hosts side by side, and the warning where they differed."""
+    if not host:
+        return
+    if host.get("differs"):
+        page.add('<p class="meta"><b>Warning: the host differed between the runs</b> (others\' CPU apart by more '
+                 f'than {esc(host.get("bound"))} cores): '
+                 + esc("; ".join(f"{k}: {v}" for k, v in host["differs"].items()))
+                 + ". A latency change there may be the host's: it is not called.</p>")
+    if not host.get("measured"):
+        page.note("The host was not measured in one of the runs (recorded before llm-chaos measured it).")
+        return
+
+    def text(d):
+        h = HostSummary.from_dict(d)
+        return h.text() if h else "not measured"
+
+    rows = [["whole load", text(host.get("a")), text(host.get("b"))]]
+    rows += [[name, text(d.get("a")), text(d.get("b"))] for name, d in (host.get("phases") or {}).items()]
+    page.h2("The host, side by side", "host")
+    page.note("Others: CPU used by processes outside the run, in cores (the guard's figure); run: the run's own; "
+              "load average; CPU pressure: share of time some task waited for a CPU.")
+    page.table(["span", "A", "B"], rows)
+
+
 def _recovery(page: Page, pairs: list[dict]) -> None:
     page.h2("Recovery, side by side", "recovery")
     page.note("One value a run: no test (repeat runs to judge these).")
@@ -77,6 +103,7 @@ def comparison_html(comp: dict, mask=None) -> str:
              f"{badge('worse', f'{worse} worse') if worse else badge('passed', 'no figure worse')}</h1>")
     for side, d in (("a", a), ("b", b)):
         _side(page, side, d)
+    _host(page, comp.get("host") or {})
     if comp.get("confidence") is not None:
         page.add(f'<p class="meta">{len(figures)} figures at <b>{float(comp["confidence"]):.0%}</b> confidence; '
                  f"difference is B - A, ratio B / A; {worse} worse, "

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..host import DEFAULT_BOUND, HostSummary, differs, host_report, load_summary, phase_summary
 from ..records import read_records
 from ..verify import compare as C
 from ..verify.phases import ended_in
@@ -73,7 +74,7 @@ def run_figures(ra: list, rb: list, label: str, confidence: float, span_a: float
     if span_a > 0 and span_b > 0:
         out.append(C.compare_rates(na - fa, span_a, nb - fb, span_b, confidence, tolerance=tolerance,
                                    name=f"{label} ok throughput"))
-    return out
+    return [{**f, "phase": label} for f in out]
 
 
 def _by_phase(records, phase: dict) -> list:
@@ -82,8 +83,10 @@ def _by_phase(records, phase: dict) -> list:
 
 def summary(f: dict) -> str:
     unit = "%" if f.get("kind") == "proportion" else "" if f.get("kind") == "rate" else "s"
-    if f["verdict"] == C.NOT_JUDGED:
+    if f["verdict"] == C.NOT_JUDGED and not f.get("host"):
         return f"not judged: {f.get('why', '')}"
+    if f.get("host"):
+        return f"{summary({**f, 'verdict': f['verdict_host'], 'host': False})}; not judged: {f['why']}"
     if f.get("kind") == "distribution":
         return f"P(B > A) = {f.get('effect', 0):.2f}, p = {f['p_value']:.3g}"
     parts = [f"A {estimate(f.get('a'), unit)} -> B {estimate(f.get('b'), unit)}"]
@@ -94,9 +97,39 @@ def summary(f: dict) -> str:
     return ", ".join(parts)
 
 
+def host_comparison(rep_a: dict, rep_b: dict, bound: float = DEFAULT_BOUND) -> dict:
+    """The two runs' hosts side by side, over the load and per phase, with where they differ beyond the bound
+    (chaos.host.differs). "measured": False when either run has no host figures (recorded before they were)."""
+    la, lb = load_summary(rep_a), load_summary(rep_b)
+    out = {"bound": bound, "measured": la is not None and lb is not None,
+           "a": la.to_dict() if la else None, "b": lb.to_dict() if lb else None,
+           "differs": {"whole load": differs(la, lb, bound)} if la and lb else {}, "phases": {}}
+    for ph in rep_a.get("phases") or []:
+        ha, hb = phase_summary(rep_a, ph["name"]), phase_summary(rep_b, ph["name"])
+        if ha is not None and hb is not None:
+            out["phases"][ph["name"]] = {"a": ha.to_dict(), "b": hb.to_dict()}
+            out["differs"][ph["name"]] = differs(ha, hb, bound)
+    out["differs"] = {k: v for k, v in out["differs"].items() if v}
+    return out
+
+
+def _guard(f: dict, host: dict) -> dict:
+    """A latency change called where the two runs' hosts differed is not called: the host may explain it."""
+    if f["verdict"] not in (C.WORSE, C.BETTER) or f.get("kind") not in ("latency", "distribution"):
+        return f
+    why = host["differs"].get(f.get("phase"))
+    if not why:
+        return f
+    return {**f, "verdict": C.NOT_JUDGED, "verdict_host": f["verdict"], "host": True,
+            "why": f"{f['verdict']} at p = {f['p_value']:.2g}, but the host differed ({why}): not called"}
+
+
 def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
-                 tolerance: float = TOLERANCE) -> dict:
+                 tolerance: float = TOLERANCE, host_bound: float = DEFAULT_BOUND) -> dict:
     (rep_a, ra), (rep_b, rb) = _load(a_dir), _load(b_dir)
+    for rep, d in ((rep_a, a_dir), (rep_b, b_dir)):
+        if not rep.get("host"):  # `chaos load` writes no report.json, only host.jsonl
+            rep["host"] = host_report(d, rep)
     loops = (is_open_loop(rep_a), is_open_loop(rep_b))
     figs = run_figures(ra, rb, "whole load", confidence, _span(ra), _span(rb), tolerance, loops)
     phases_b = {p["name"]: p for p in rep_b.get("phases") or []}
@@ -107,10 +140,12 @@ def compare_runs(a_dir: str, b_dir: str, out_dir: str, confidence: float = 0.95,
         figs += run_figures(_by_phase(ra, pa), _by_phase(rb, pb), pa["name"], confidence,
                             pa["end"] - pa["start"], pb["end"] - pb["start"], tolerance, loops)
     figs = C.compare_figures(figs, confidence)
+    host = host_comparison(rep_a, rep_b, host_bound)
+    figs = [_guard(f, host) for f in figs]
     for f in figs:
         f["summary"] = summary(f)
     comp = {"a": _side(a_dir, rep_a, ra), "b": _side(b_dir, rep_b, rb), "confidence": confidence,
-            "tolerance": tolerance, "block_s": BLOCK_S,
+            "tolerance": tolerance, "block_s": BLOCK_S, "host": host,
             "figures": figs, "recovery": _recovery_pairs(rep_a, rep_b),
             "latency": {"a": _ecdf(ra), "b": _ecdf(rb)}}
     os.makedirs(out_dir, exist_ok=True)
@@ -161,6 +196,31 @@ def _recovery_pairs(a: dict, b: dict) -> list[dict]:
     return out
 
 
+def host_markdown(host: dict) -> list[str]:
+    """The warning where the hosts differed, and both runs' hosts side by side."""
+    if not host:
+        return []
+    if not host.get("measured"):
+        return ["The host was not measured in one of the runs (recorded before llm-chaos measured it): latency "
+                "changes could be the host's, and nothing says.", ""]
+    lines = []
+    if host.get("differs"):
+        lines += [f"**Warning: the host differed between the runs** (others' CPU apart by more than "
+                  f"{host['bound']:g} cores) in: " + "; ".join(f"{k}: {v}" for k, v in host["differs"].items())
+                  + ". A latency change there may be the host's, not the build's: it is not called (not judged). "
+                    "Rerun both on a quiet host, or compare with `chaos gate` (pairs in random order).", ""]
+    lines += ["| host | A | B |", "|---|---|---|"]
+    lines.append(f"| whole load | {_host_text(host.get('a'))} | {_host_text(host.get('b'))} |")
+    for name, d in (host.get("phases") or {}).items():
+        lines.append(f"| {name} | {_host_text(d.get('a'))} | {_host_text(d.get('b'))} |")
+    return lines + [""]
+
+
+def _host_text(d: dict | None) -> str:
+    h = HostSummary.from_dict(d)
+    return h.text() if h else "not measured"
+
+
 def markdown(comp: dict) -> str:
     a, b = comp["a"], comp["b"]
     worse = [f for f in comp["figures"] if f["verdict"] == C.WORSE]
@@ -172,8 +232,9 @@ def markdown(comp: dict) -> str:
              f"- {len(comp['figures'])} figures at {comp['confidence']:.0%} confidence, corrected together (Holm): "
              f"{len(worse)} worse, {len(better)} better, the rest no detectable change or not judged.",
              f"- a change counts beyond {comp['tolerance']:.0%} (latency, throughput); latency resampled by "
-             f"{comp['block_s']:g} s windows of start time (requests in flight together are not independent).", "",
-             "| figure | verdict | A → B |", "|---|---|---|"]
+             f"{comp['block_s']:g} s windows of start time (requests in flight together are not independent).", ""]
+    lines += host_markdown(comp.get("host") or {})
+    lines += ["| figure | verdict | A → B |", "|---|---|---|"]
     for f in comp["figures"]:
         verdict = f"**{f['verdict'].upper()}**" if f["verdict"] in (C.WORSE, C.BETTER) else f["verdict"]
         lines.append(f"| {f['figure']} | {verdict} | {f['summary']} |")

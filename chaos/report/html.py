@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from ..host import HostSummary
 from ..records.columns import Columns
 from ..run.scrape import KEYS
 from . import plots
@@ -31,7 +32,8 @@ MAX_METRIC_PANELS = 24
 # whose other half is drawn (a fault's window is shaded from applied to reverted; fault_applying is a few ms
 # before fault_applied). A process started as a restart is kept: it is part of what a fault did.
 NOISY_EVENTS = {"run_started", "target_starting", "target_started", "process_started", "links", "links_created",
-                "links_up", "links_removed", "metrics_scraping", "host_sampling", "target_stopped", "run_finished", "fault_applying",
+                "links_up", "links_removed", "metrics_scraping", "host_sampling", "target_stopped", "run_finished",
+                "fault_applying",
                 "load_started"}
 
 
@@ -221,6 +223,29 @@ def metrics_section(page: Page, r: dict, sm: dict | None) -> None:
                     for i, d in sorted(insts.items())])
 
 
+def host_section(page: Page, r: dict) -> None:
+    """The host the run shared: CPU by others and by the run, load, pressure over time, and per phase."""
+    host = r.get("host")
+    page.h2("The host", "host")
+    if not host or not host.get("series"):
+        page.note("The host was not measured (a run recorded before llm-chaos measured it).")
+        return
+    t0 = _t0(r) or host["series"][0]["t"]
+    panels = {"CPU (cores)": ("others", "own", "steal"), "load average": ("load1",),
+              "pressure (share of time waiting)": ("psi_cpu", "psi_io", "psi_mem")}
+    series = {title: {k: [[x["t"], x[k]] for x in host["series"] if x.get(k) is not None] for k in keys}
+              for title, keys in panels.items()}
+    series = {t: {k: v for k, v in d.items() if v} for t, d in series.items() if any(d.values())}
+    end = host["series"][-1]["t"] - t0
+    page.figure(plots.server_metrics(series, t0, _windows(r, t0, end), title="The host over time"))
+    page.note(f"Others: CPU used by processes outside the run ({host.get('ncpu')} CPUs here), the figure the gate "
+              "and report --compare guard on; own: the run's processes (target, proxies, load). A neighbour "
+              "slows a run as a slower build would.")
+    rows = [["whole load", HostSummary.from_dict(host.get("load")).text()]]
+    rows += [[name, HostSummary.from_dict(d).text()] for name, d in (host.get("phases") or {}).items()]
+    page.table(["span", "host"], rows)
+
+
 def tail_sections(page: Page, r: dict) -> None:
     """Notes, faults and the timeline, as report.md has them."""
     t0 = _t0(r)
@@ -268,6 +293,7 @@ def render_html(report: dict, records: list | None, metrics_summary: dict | None
         if r.get("advice"):
             advice_section(page, r["advice"])
     metrics_section(page, r, metrics_summary if metrics_summary is not None else r.get("server_metrics"))
+    host_section(page, r)
     tail_sections(page, r)
     return page.render(mask)
 

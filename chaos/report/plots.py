@@ -254,7 +254,7 @@ def step_percentiles(steps: list[dict], xs: list, x_title: str, categorical: boo
 
 
 def server_metrics(series: dict, t0: float, windows: list[Window], max_points: int = 1500,
-                   max_keys: int = 24) -> go.Figure:
+                   max_keys: int = 24, title: str = "Server metrics over time") -> go.Figure:
     """Small multiples: one panel per metric key, one line per instance (a colour per instance, the same in
     every panel)."""
     keys = list(series)[:max_keys]  # in the caller's order: the most telling first
@@ -282,7 +282,7 @@ def server_metrics(series: dict, t0: float, windows: list[Window], max_points: i
     for col in range(1, cols + 1):
         fig.update_xaxes(title_text=X_TITLE, row=rows, col=col)
     fig.update_annotations(font_size=11)
-    style(fig, height, "Server metrics over time")
+    style(fig, height, title)
     fig.update_layout(legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"})
     return fig
 

@@ -33,6 +33,13 @@ PHASE = {"type": "object", "required": ["name", "kind", "start", "end", "request
                         "ttft": TRIPLE, "itl": TRIPLE, "e2e": TRIPLE, "error_rate": ESTIMATE,
                         "throughput": ESTIMATE, "jitter": ESTIMATE}}
 
+HOST = {"type": ["object", "null"],
+        "description": "a span's host (chaos.host): means over its samples; others, own and steal in cores",
+        "required": ["samples", "others"],
+        "properties": {"samples": {"type": "integer", "minimum": 0}, "ncpu": {"type": ["integer", "null"]},
+                       **{k: NUM for k in ("others", "others_max", "own", "steal", "load1", "psi_cpu", "psi_io",
+                                           "psi_mem")}}}
+
 REPORT = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://llm-chaos.invalid/schema/report-2.json",
@@ -69,5 +76,11 @@ REPORT = {
         "advice": {"type": "object"},
         "server_metrics": {"type": ["object", "null"]},
         "stability": {"type": ["object", "null"]},
+        "host": {"type": ["object", "null"], "description": "the host while the run ran: CPU used by processes "
+                 "outside the run, the run's own, steal, load and pressure, every second (series), over the load "
+                 "and per phase (null: not measured)",
+                 "properties": {"file": {"type": "string"}, "ncpu": {"type": ["integer", "null"]}, "load": HOST,
+                                "phases": {"type": "object", "additionalProperties": HOST},
+                                "series": {"type": "array", "items": {"type": "object", "required": ["t"]}}}},
     },
 }

@@ -6,6 +6,7 @@ import json
 import os
 import time
 
+from ..host import HostSummary
 from ..records.summary import format_table
 from .inputs import inputs_markdown
 from .sections import diagnosis_markdown, phases_markdown, recovery_markdown, stability_markdown
@@ -49,6 +50,20 @@ def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[s
     return json_path, md_path, junit_path, html_path
 
 
+def host_markdown(host: dict | None) -> list[str]:
+    """## The host: over the load and per phase (chaos.host)."""
+    lines = ["## The host", ""]
+    if not host:
+        return lines + ["Not measured (a run recorded before llm-chaos measured it).", ""]
+    lines += [f"Others: CPU used by processes outside the run, in cores of this machine's {host.get('ncpu')} (what a "
+              "neighbour took; the figure the gate and `report --compare` guard on); run: the run's own processes; "
+              "load average; CPU pressure: the share of time some task waited for a CPU. Every second in "
+              f"`{host.get('file')}`.", "", "| span | host |", "|---|---|",
+              f"| whole load | {HostSummary.from_dict(host.get('load')).text()} |"]
+    lines += [f"| {name} | {HostSummary.from_dict(d).text()} |" for name, d in (host.get("phases") or {}).items()]
+    return lines + [""]
+
+
 def _ts(t: float, t0: float) -> str:
     return f"{t - t0:+8.1f}s"
 
@@ -85,6 +100,7 @@ def markdown(r: dict, steps: list) -> str:
               "", "Latency is P50/P95/P99, never the mean; jitter is E2E P99/P50. Errors are split by class.", ""]
     if "server_metrics" in r:
         lines += server_metrics_markdown(r.get("server_metrics"), t0)
+    lines += host_markdown(r.get("host"))
     lines += diagnosis_markdown(r.get("diagnosis"), r.get("advice"))
     lines += inputs_markdown(r.get("inputs") or [])  # each section ends with a blank line
     lines += ["## Faults", ""]
