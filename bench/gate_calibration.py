@@ -4,7 +4,8 @@ beside a neighbour that comes and goes.
 What it runs
 ------------
 Every gate is the real command at its defaults (7 pairs in coin-drawn order, tolerance 10 %, floors 5 ms and
-0.5 s, error tolerance 1 point, P50/P95/P99, max-T over every figure, host bound 0.25 cores):
+0.5 s, error tolerance 1 point, P50/P95/P99, paired t with Holm and a sign-flip test beyond the tolerance, host
+bound 0.25 cores):
 
     chaos gate --baseline-target targets/reference.yaml --candidate CANDIDATE gates/upgrade.yaml \\
         --pairs 7 --var PRESET=tiny-long --var LOAD_FOR=16s --var FAULT_AT=4s --var FLAKY_AT=11s \\
@@ -24,6 +25,7 @@ box is ("other cores", the CPU everything but the gate used, is printed beside e
 
 Usage: python bench/gate_calibration.py [--repeats 20] [--pairs 7] [--neighbour] [--builds-only | --same-only]
        [--quick] [--seed 0]
+       python bench/gate_calibration.py --rejudge bench/results/gate/STAMP   # the same runs, judged again
 """
 
 from __future__ import annotations
@@ -70,6 +72,34 @@ class OtherCores:
         self.share = max(0.0, others) / ((time.monotonic() - self.t0) * psutil.cpu_count())
 
 
+def row_of(out: str, r: subprocess.CompletedProcess, candidate: str, seed, seconds: float, other: float,
+           schedule: str) -> dict:
+    try:
+        doc = json.load(open(os.path.join(out, "gate.json")))
+    except (OSError, ValueError):
+        doc = {}
+    figs = doc.get("figures") or []
+    held = [f["figure"] for f in figs if f.get("host")]
+    busy_pairs = sorted({(f["experiment"], n) for f in figs for n in (f.get("excluded") or {}).get("host") or {}})
+    return {"candidate": candidate, "exit": r.returncode, "verdict": doc.get("verdict"), "seed": seed,
+            "regressed": doc.get("regressed", []), "held_for_host": held, "pairs_host_differed": busy_pairs,
+            "judged": doc.get("judged"), "seconds": seconds, "other_cores": other, "neighbour": schedule,
+            "out": out, "stderr": r.stderr[-500:] if r.returncode == 2 else ""}
+
+
+def rejudge(root: str) -> list[dict]:
+    """Every gate under root judged again by the code as it is now (`chaos gate --rejudge`), running nothing."""
+    old = json.load(open(os.path.join(root, "results.json")))["rows"]
+    rows = []
+    for row in old:
+        out = os.path.join(row["out"], "rejudged")
+        r = subprocess.run([sys.executable, "-m", "chaos", "gate", "--rejudge", row["out"], "--out", out],
+                           cwd=ROOT, capture_output=True, text=True)
+        rows.append({"case": row["case"], **row_of(out, r, row["candidate"], row["seed"], row["seconds"],
+                                                   row["other_cores"], row.get("neighbour", ""))})
+    return rows
+
+
 def gate(candidate: str, out: str, a, seed: int) -> dict:
     cmd = [sys.executable, "-m", "chaos", "gate", "--baseline-target", "targets/reference.yaml", "--candidate",
            candidate, "gates/upgrade.yaml", "--pairs", str(a.pairs), "--seed", str(seed), "--out", out,
@@ -89,17 +119,7 @@ def gate(candidate: str, out: str, a, seed: int) -> dict:
         if neighbour is not None:
             neighbour.send_signal(signal.SIGTERM)
             schedule = neighbour.communicate(timeout=30)[0].splitlines()[0] if neighbour.stdout else ""
-    try:
-        doc = json.load(open(os.path.join(out, "gate.json")))
-    except (OSError, ValueError):
-        doc = {}
-    figs = doc.get("figures") or []
-    held = [f["figure"] for f in figs if f.get("host")]
-    busy_pairs = sorted({(f["experiment"], n) for f in figs for n in (f.get("excluded") or {}).get("host") or {}})
-    return {"candidate": candidate, "exit": r.returncode, "verdict": doc.get("verdict"), "seed": seed,
-            "regressed": doc.get("regressed", []), "held_for_host": held, "pairs_host_differed": busy_pairs,
-            "judged": doc.get("judged"), "seconds": time.monotonic() - t0, "other_cores": oc.share,
-            "neighbour": schedule, "out": out, "stderr": r.stderr[-500:] if r.returncode == 2 else ""}
+    return row_of(out, r, candidate, seed, time.monotonic() - t0, oc.share, schedule)
 
 
 def line(name: str, row: dict) -> str:
@@ -126,7 +146,15 @@ def main() -> int:
     p.add_argument("--same-only", action="store_true")
     p.add_argument("--quick", action="store_true", help="2 no-change gates, 1 build")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gate"))
+    p.add_argument("--rejudge", metavar="RESULTS_DIR", help="judge every gate of an earlier calibration again with "
+                                                            "the code as it is now, running nothing")
     a = p.parse_args()
+    if a.rejudge:
+        rows = rejudge(a.rejudge)
+        with open(os.path.join(a.rejudge, "rejudged.json"), "w") as f:
+            json.dump({"rows": rows}, f, indent=2)
+        summary(rows)
+        return 0
     repeats = 2 if a.quick else a.repeats
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = os.path.join(a.out, stamp + ("-neighbour" if a.neighbour else "-quiet"))
@@ -149,6 +177,12 @@ def main() -> int:
             rows.append({"case": "no change", **row})
             save()
             print(line(f"no change {i + 1}/{repeats}", row), flush=True)
+    summary(rows)
+    print(f"\nresults: {os.path.join(root, 'results.json')}")
+    return 0
+
+
+def summary(rows: list[dict]) -> None:
     same = [r for r in rows if r["case"] == "no change"]
     print()
     if same:
@@ -165,8 +199,6 @@ def main() -> int:
         if r["case"] != "no change":
             print(f"{r['case']}: {'CAUGHT' if r['exit'] == 1 else 'missed'} (exit {r['exit']}); "
                   f"{len(r['regressed'])} figures: {'; '.join(r['regressed'])}")
-    print(f"\nresults: {os.path.join(root, 'results.json')}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ EPILOG = """examples:
   chaos gate --aa --baseline-target targets/reference.yaml gates/upgrade.yaml
   # against recorded runs (a game day's, a gate's or one run's directory): only the candidate runs now
   chaos gate --baseline gamedays/nightly/20261204T030000Z --candidate targets/new.yaml gates/upgrade.yaml
+  # a finished gate judged again with a wider tolerance and host bound, running nothing
+  chaos gate --rejudge reports/gate-upgrade-20261207T030000Z --tolerance 0.2 --host-bound 0.4
   # one experiment is a suite of one; short runs for a quick check
   chaos gate --baseline-target targets/reference.yaml --candidate targets/builds/slower-steps.yaml \\
       experiments/kill-instance.yaml --var PRESET=tiny --percentiles 50,95
@@ -23,9 +25,9 @@ EPILOG = """examples:
 Every figure of every experiment is compared: E2E and TTFT percentiles and the error rate in each phase (the
 steady state, each fault's window, after recovery), and per fault the time to detect, fail over and restore and
 the failed requests. Interleaved, the runs come in pairs whose order a coin draws, and each figure is judged on
-the pairs' differences by a randomization test corrected over every figure (max-T): a no-change upgrade fails at
-most 1 time in 20 whatever a neighbour does, and a figure needs 5 pairs to be called at all. A regression is a
-figure worse beyond --tolerance (and the floors) AND beyond the noise.
+its pairs' changes: changed at all (paired t, every figure corrected together by Holm: a no-change upgrade fails
+at most 1 time in 20) and by more than --tolerance and the floors (a sign-flip randomization test, which needs 5
+pairs). A neighbour that comes and goes lands on either build as the coins fell: noise, not a regression.
 
 The host is measured in every run. A pair whose two runs saw a different host (CPU used by other processes
 apart by more than --host-bound cores) is left out of the latency and recovery-time figures; failures a slow
@@ -43,16 +45,20 @@ def register(sub, formatter) -> None:
                        formatter_class=formatter, epilog=EPILOG,
                        description="Run a suite against the candidate target and compare it with the baseline, "
                                    "figure by figure, under the faults as well as in the steady state.")
-    p.add_argument("suite", help="a suite file (chaos gameday's format) or one experiment file")
+    p.add_argument("suite", nargs="?", help="a suite file (chaos gameday's format) or one experiment file")
     p.add_argument("--candidate", metavar="TARGET", help="the candidate's target file")
     p.add_argument("--aa", action="store_true",
                    help="A/A control: the candidate is the baseline itself (needs --baseline-target); a regression "
                         "then is a false alarm of this environment, and gate.md says what change it can see")
-    b = p.add_mutually_exclusive_group(required=True)
+    b = p.add_mutually_exclusive_group()
     b.add_argument("--baseline-target", metavar="TARGET",
                    help="the baseline's target file: runs both, in pairs (recommended)")
     b.add_argument("--baseline", metavar="DIR", help="recorded baseline runs: a game day's, a gate's or a run's "
                                                      "directory")
+    b.add_argument("--rejudge", metavar="GATE_DIR",
+                   help="judge a finished gate's runs again with the settings given here (tolerance, floors, "
+                        "host bound, percentiles, confidence; the defaults unless set), running nothing; writes "
+                        "into --out (default GATE_DIR/rejudged-UTCTIME)")
     p.add_argument("--pairs", "--repeat", dest="pairs", type=int, default=7,
                    help="pairs of runs of each experiment (recorded baseline: candidate runs); 5 or more to "
                         "judge at 95%%")
@@ -74,6 +80,30 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_gate)
 
 
+def _settings(a):
+    from .figures import Settings
+
+    qs = tuple(float(x) for x in a.percentiles.split(",") if x.strip())
+    return Settings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs, a.host_bound)
+
+
+def _rejudge(a) -> int:
+    from .gate import GateError, rejudge
+
+    out = a.out or os.path.join(a.rejudge, f"rejudged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    try:
+        if a.suite or a.candidate or a.aa:
+            raise GateError("--rejudge reads the suite, the builds and the pairs from the gate's own gate.json: "
+                            "leave SUITE, --candidate and --aa out")
+        doc = rejudge(a.rejudge, _settings(a), out)
+    except (GateError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(open(os.path.join(out, "gate.md")).read().split("<details>")[0].rstrip())
+    print(f"\ngate: {os.path.join(out, 'gate.md')} (and gate.json, junit.xml)")
+    return doc["exit_code"]
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -82,10 +112,14 @@ def cmd_gate(a) -> int:
     from ..experiment.loader import ExperimentError
     from ..run.cli import _problems, _vars
     from ..suite.model import load_plan
-    from .figures import Settings
     from .gate import GateError, Plan, recorded_runs, run_gate
 
+    if a.rejudge:
+        return _rejudge(a)
     try:
+        if not a.suite or not (a.baseline_target or a.baseline):
+            raise GateError("give a SUITE and --baseline-target FILE (pairs) or --baseline DIR (recorded runs); "
+                            "or --rejudge GATE_DIR")
         if a.aa:
             if not a.baseline_target:
                 raise GateError("--aa runs the baseline against itself: give --baseline-target FILE")
@@ -95,9 +129,7 @@ def cmd_gate(a) -> int:
         elif not a.candidate:
             raise GateError("give --candidate TARGET (or --aa, to run the baseline against itself)")
         variables = _vars(a.var)
-        qs = tuple(float(x) for x in a.percentiles.split(",") if x.strip())
-        settings = Settings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs,
-                            a.host_bound)
+        settings = _settings(a)
         suite = load_plan(a.suite, variables, target=a.candidate)
         if a.baseline_target:
             load_plan(a.suite, variables, target=a.baseline_target)  # both builds must run every experiment

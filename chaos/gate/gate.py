@@ -141,18 +141,56 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
     return _finish(plan.out_dir, doc)
 
 
+def rejudge(gate_dir: str, settings: Settings, out_dir: str) -> dict:
+    """An interleaved gate's runs judged again, with other settings (a tolerance, a host bound), without running
+    anything: gate.json, gate.md and junit.xml written into out_dir. The runs stay where they are."""
+    try:
+        with open(os.path.join(gate_dir, "gate.json")) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        raise GateError(f"{gate_dir}: no readable gate.json ({e}): give a directory `chaos gate` wrote") from None
+    if not old.get("interleaved") or not old.get("orders"):
+        raise GateError(f"{gate_dir}: not a gate of pairs (an interleaved gate of this version): nothing to rejudge")
+    if old.get("exit_code") in (SETUP_ERROR, INTERRUPTED):
+        raise GateError(f"{gate_dir}: that gate did not finish its runs ({old.get('verdict')})")
+    done: dict[str, list[dict]] = {}
+    for r in old["runs"]:
+        r = {**r, "run_dir": _abs(gate_dir, r["run_dir"])}
+        done.setdefault(r["name"], []).append(r)
+    entries = [_Entry(name) for name in done]
+    plan = Plan(_Suite(old["suite"], old.get("suite_file"), entries), out_dir, old["candidate"], old["baseline"],
+                pairs=old["pairs"], seed=old["seed"], aa=old.get("aa", False))
+    doc = {k: v for k, v in old.items() if k not in ("figures", "notes", "not_compared")}
+    doc.update(settings={k: getattr(settings, k) for k in settings.__slots__}, rejudged_from=os.path.abspath(gate_dir),
+               runs=[r for rows in done.values() for r in rows])
+    os.makedirs(out_dir, exist_ok=True)
+    doc.update(compare(plan, settings, done, doc))
+    return _finish(out_dir, doc)
+
+
+@dataclass(slots=True)
+class _Entry:
+    name: str
+
+
+@dataclass(slots=True)
+class _Suite:
+    name: str
+    path: str | None
+    entries: list
+
+
 def compare(plan: Plan, s: Settings, done: dict[str, list[dict]], doc: dict) -> dict:
     """The figures of every experiment, judged, and the decision."""
     if plan.interleaved:
-        figs, n_pairs = [], {}
+        figs = []
         for e in plan.suite.entries:
             pairs = _pairs(done[e.name])
-            n_pairs[e.name] = max((p.number for p in pairs), default=0)
             figs += P.experiment_figures(e.name, pairs, s)
             if pairs and not all(p.measured() for p in pairs):
                 doc.setdefault("notes", []).append(f"{e.name}: the host was not measured in every run: those "
                                                    f"pairs are not guarded")
-        return decide(P.judge(figs, n_pairs, s.confidence, plan.seed), s, plan, doc["runs"])
+        return decide(P.judge(figs, s.confidence, plan.seed), s, plan, doc["runs"])
     figs = []
     for e in plan.suite.entries:
         a_dirs = plan.baseline_runs.get(e.name) or []

@@ -28,7 +28,7 @@ import numpy as np
 from ..host import differs, load_summary, phase_summary
 from ..records import read_records
 from ..verify import compare as C
-from ..verify.paired import flip_p, max_t, min_pairs, positive_mean_interval, ratio_interval, t_interval
+from ..verify.paired import flip_p, min_pairs, paired_t, positive_mean_interval, ratio_interval, t_interval
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
@@ -38,6 +38,7 @@ RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to 
             ("time_to_restore", "time to restore"))
 ABORTED = 3
 TIMING_STATUSES = (408, 504)
+TIME_OFFSET_S = 0.1  # recovery times' t test reads log(time + this): a time of 0 s stays finite
 
 
 def draw_orders(pairs: int, seed: int) -> list[str]:
@@ -175,11 +176,40 @@ def latency_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
     return out
 
 
+def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: Settings) -> list[dict]:
+    """Per metric (E2E, TTFT), every phase and percentile at once: a pair's number is the mean of its log ratios
+    over the phase figures it has, its allowed change their mean allowed change. A build slower everywhere by a
+    third moves each phase's figure by about as much as the noise of a few short runs, and all of them together
+    far beyond it; this is the figure that sees that. Its host guard is the whole load's."""
+    out = []
+    for metric in METRICS:
+        parts = [f for f in figs if f["metric"].startswith(metric + " ")]
+        if not parts:
+            continue
+        host_out = {p.number: why for p in pairs if (why := p.host_differs(None, s.host_bound))}
+        used, va, vb, d = [], [], [], []
+        for p in pairs:
+            mine = [(f["va"][k], f["vb"][k], f["d"][k]) for f in parts for k, n in enumerate(f["pairs"])
+                    if n == p.number]
+            if len(mine) * 2 < len(parts):  # a pair with under half the figures (an aborted run) says too little
+                continue
+            used.append(p.number)
+            va.append(float(np.exp(np.mean(np.log([x for x, _, _ in mine])))))
+            vb.append(float(np.exp(np.mean(np.log([y for _, y, _ in mine])))))
+            d.append(float(np.mean([z for _, _, z in mine])))
+        allowed = float(np.mean([f["allowed"] for f in parts]))
+        out.append(_figure(exp, "every phase", f"{metric} (all percentiles)", "latency", pairs=used, va=va, vb=vb,
+                           d=d, allowed=allowed, tolerance=math.expm1(allowed),
+                           excluded={"host": {n: w for n, w in host_out.items() if n in used}, "samples": [],
+                                     "needs_samples": 0}))
+    return out
+
+
 def error_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
     out = []
     for phase in _names(pairs, _phases):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
-        d, used, ka, na, kb, nb, set_aside = [], [], 0, 0, 0, 0, {}
+        d, z, used, ka, na, kb, nb, set_aside = [], [], [], 0, 0, 0, 0, {}
         for p in have:
             host = p.host_differs(phase, s.host_bound)
             counts = []
@@ -193,9 +223,10 @@ def error_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
             (fa, ja), (fb, jb) = counts
             if ja and jb:
                 d.append(fb / jb - fa / ja)
+                z.append(math.log((fb + 0.5) / (jb + 1)) - math.log((fa + 0.5) / (ja + 1)))
                 used.append(p.number)
                 ka, na, kb, nb = ka + fa, na + ja, kb + fb, nb + jb
-        fig = _figure(exp, phase, "error rate", "proportion", pairs=used, d=d,
+        fig = _figure(exp, phase, "error rate", "proportion", pairs=used, d=d, z=z,
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
         if na and nb:
@@ -239,6 +270,7 @@ def recovery_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
             allowed = max(s.tolerance * float(np.mean(clean)), s.recovery_floor_s) if clean else s.recovery_floor_s
             out.append(_figure(exp, name, label, "value", unit="s", pairs=used, va=va, vb=vb,
                                d=[y - x for x, y in zip(va, vb)], allowed=allowed, censored=censored,
+                               z=[math.log((y + TIME_OFFSET_S) / (x + TIME_OFFSET_S)) for x, y in zip(va, vb)],
                                excluded={"host": {n: w for n, w in host_out.items() if n in used},
                                          "unseen": unseen}))
         out.append(budget_figure(exp, name, have, s))
@@ -262,6 +294,7 @@ def budget_figure(exp: str, fault: str, have: list[Pair], s: Settings) -> dict:
     d = [y - x for x, y in zip(ca, cb)]
     allowed = max(s.tolerance * float(np.mean(ca)), 1.0) if ca else 1.0
     fig = _figure(exp, fault, "failed requests per run", "count", pairs=[p.number for p in have], d=d,
+                  z=[math.log1p(y) - math.log1p(x) for x, y in zip(ca, cb)],
                   allowed=allowed, values={"a": ca, "b": cb},
                   excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
     if have:
@@ -282,26 +315,23 @@ def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
 
 
 def experiment_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
-    return (latency_figures(exp, pairs, s) + error_figures(exp, pairs, s) + recovery_figures(exp, pairs, s)
-            + [aborted_figure(exp, pairs)])
+    lat = latency_figures(exp, pairs, s)
+    return (overall_figures(exp, pairs, lat, s) + lat + error_figures(exp, pairs, s)
+            + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])
 
 
-def judge(figs: list[dict], n_pairs: dict[str, int], confidence: float, seed: int = 0) -> list[dict]:
-    """Every paired figure of a gate judged together; n_pairs: each experiment's pairs. A figure is "worse" when
-    both hold at alpha:
-      - max-T: its pairs' differences beat the largest statistic of every figure under the sign patterns of all
-        the gate's pairs (no change, family-wise: a no-change gate calls nothing in all but alpha of gates);
-      - its own sign-flip test of the differences less the allowed change (changed by more than the tolerance).
+def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
+    """Every paired figure of a gate judged together. A figure is "worse" when both hold at alpha:
+      - it changed, upward: Student's t on its pairs' changes z (logs: near normal), Holm-corrected over every
+        figure of the gate (a no-change gate calls nothing in all but alpha of gates);
+      - it changed by more than the allowed change: its own sign-flip test of d less the allowed change.
     p_value is the larger of the two, so "worse" <=> p_value <= alpha; "better" mirrored.
 
     The pairs a figure is judged on: those whose two runs saw the same host, when there are min_pairs of them.
-    Fewer, and the figure is judged on every pair (the randomization holds whatever the host did), but a
-    "worse" found there is not called: it is not judged, for the host (the gate exits 4 and names the pairs).
-    A figure on fewer than min_pairs pairs in all is not judged, and says why."""
+    Fewer, and the figure is judged on every pair (the coins hold whatever the host did), but a "worse" found
+    there is not called: it is not judged, for the host (the gate exits 4 and names the pairs). A figure on fewer
+    than min_pairs pairs in all is not judged, and says why."""
     alpha, k = 1 - confidence, min_pairs(confidence)
-    offsets, n = {}, 0
-    for exp, count in n_pairs.items():
-        offsets[exp], n = n, n + count
     use, noisy = [], []
     for f in figs:
         host = set((f.get("excluded") or {}).get("host") or {})
@@ -309,28 +339,29 @@ def judge(figs: list[dict], n_pairs: dict[str, int], confidence: float, seed: in
         use.append(clean if len(clean) >= k else f["pairs"] if len(f["pairs"]) >= k else None)
         noisy.append(len(clean) < k and bool(host))
 
-    def values(i):
+    def on(i, key):
         keep = set(use[i])
-        return np.asarray([d for p, d in zip(figs[i]["pairs"], figs[i]["d"]) if p in keep], float)
+        values = figs[i].get(key) or figs[i]["d"]  # z: the scale the t test reads; latency's d is a log already
+        return np.asarray([v for p, v in zip(figs[i]["pairs"], values) if p in keep], float)
 
-    family = [i for i in range(len(figs)) if use[i] is not None and np.any(values(i) != 0)]
-    tests = [([offsets[figs[i]["experiment"]] + p - 1 for p in use[i]], values(i)) for i in family]
-    up = dict(zip(family, max_t(tests, n, seed)))
-    down = dict(zip(family, max_t([(c, -d) for c, d in tests], n, seed)))
+    ts = {i: paired_t(on(i, "z")) for i in range(len(figs)) if use[i] is not None}
+    two_sided = [min(1.0, 2 * min(ts[i])) if i in ts else None for i in range(len(figs))]
+    holm = C.holm(two_sided)
     out = []
     for i, f in enumerate(figs):
-        f = {**f, "test": "sign-flip max-T", "pairs_needed": k}
+        f = {**f, "test": "paired t (Holm) and sign-flip beyond the tolerance", "pairs_needed": k}
         if use[i] is None:
             out.append(_short(f, k))
             continue
         if "va" in f:
             f.update(estimates(f, use[i], confidence), judged_on=use[i])
-        pw = pb = 1.0  # every pair identical: nothing moved
-        if i in up:
-            pw = max(up[i], flip_p(values(i) - f["allowed"], seed))
-            pb = max(down[i], flip_p(-values(i) - f["allowed"], seed))
+        up = ts[i][0] <= ts[i][1]
+        d = on(i, "d")
+        pw = max(holm[i] if up else 1.0, flip_p(d - f["allowed"], seed))
+        pb = max(holm[i] if not up else 1.0, flip_p(-d - f["allowed"], seed))
         verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
-        f.update(p_worse=pw, p_better=pb, p_value=min(pw, pb), verdict=verdict)
+        f.update(p_changed=two_sided[i], p_holm=holm[i], p_worse=pw, p_better=pb, p_value=min(pw, pb),
+                 verdict=verdict)
         if noisy[i]:
             host = f["excluded"]["host"]
             why_host = "; ".join(f"{n}: {w}" for n, w in sorted(host.items()))

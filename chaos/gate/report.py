@@ -61,7 +61,7 @@ def figure_line(f: dict) -> str:
     if change:
         parts.append(change)
     if f.get("paired") and f.get("p_value") is not None:
-        parts.append(f"p = {f['p_value']:.2g} (max-T, {len(f.get('pairs') or [])} pairs)")
+        parts.append(f"p = {f['p_value']:.2g} ({len(f.get('judged_on') or f.get('pairs') or [])} pairs)")
     elif f.get("p_holm") is not None:
         parts.append(f"p = {f['p_holm']:.2g} (Holm)")
     left = _left_out(f)
@@ -171,13 +171,14 @@ def markdown(doc: dict) -> str:
                   "| figure | verdict | baseline → candidate |", "|---|---|---|"]
         lines += [f"| {f['figure']} | {f['verdict']} | {figure_line(f)} |" for f in figs]
         lines += ["", "</details>"]
-    how = ("each figure judged on the pairs' differences by a sign-flip randomization test, all figures "
-           "corrected together (max-T); a pair whose runs saw a different host is left out of latency and "
-           "recovery-time figures" if doc.get("interleaved") else "all figures corrected together (Holm)")
+    how = ("each figure judged on its pairs' changes: changed at all (paired t, all figures corrected together by "
+           "Holm) and by more than the tolerance (a sign-flip randomization test); a pair whose runs saw a "
+           "different host is left out of latency and recovery-time figures" if doc.get("interleaved")
+           else "all figures corrected together (Holm)")
     lines += ["", f"A figure regresses when it got worse by more than the tolerance ({s.get('tolerance', 0):.0%} "
                   f"relative; latency at least {duration_text(s.get('floor_s'))}, recovery times at least "
                   f"{duration_text(s.get('recovery_floor_s'))}; error rate {s.get('error_tolerance', 0) * 100:g} "
-                  f"points) at {s.get('confidence', 0.95):.0%} confidence, {how}. docs/gate.md defines each test."]
+                  f"point(s)) at {s.get('confidence', 0.95):.0%} confidence, {how}. docs/gate.md defines each test."]
     lines += host_table(doc) + [""]
     runs = doc.get("runs") or []
     if runs:

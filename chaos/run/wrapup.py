@@ -9,7 +9,7 @@ import urllib.request
 
 import psutil
 
-from ..host import host_report
+from ..host import DEFAULT_BOUND, host_report, load_summary
 from ..records.labels import label_records
 from ..records import read_records
 from ..records.summary import summarize, summarize_steps
@@ -88,6 +88,11 @@ def finish(run, code: int | None) -> int:
         report["timeline"] = []
     _evidence(run, report, records, bool(plan and plan.open_loop))
     report["host"] = host_report(run.run_dir, report)
+    busy = load_summary(report)
+    if busy is not None and busy.others is not None and busy.others > DEFAULT_BOUND:
+        report["notes"].append(f"the host was shared: processes outside the run used {busy.others:.2f} cores on "
+                               f"average during the load (at most {busy.others_max:.2f} in a second, of "
+                               f"{busy.ncpu}): latency here includes a neighbour's share (see the host section)")
     report = run.public(report)
     write_reports(run.run_dir, report, steps, mask=run.public)  # the Markdown is scrubbed again, whole
     run.journal.close()

@@ -1,25 +1,26 @@
 """Paired runs compared: the statistics of the gate's design (docs/gate.md, "Pairs in random order").
 
 The design: n pairs of runs, baseline (a) and candidate (b), each pair's order drawn by a fair coin. For each
-figure f a pair gives one number d_if (the log of a percentile's ratio b/a, an error rate's difference, a recovery
-time's difference) and the figure allows a change of c_f (the tolerance). The test asks whether E[d_f] > c_f.
+figure a pair gives one number: its change from a's run to b's (a latency percentile's log ratio, a recovery
+time's or an error rate's difference), and the figure allows a change of c (the tolerance).
 
-Why a randomization test. Under "the candidate is the baseline" the two runs of a pair differ only by the moments
-they ran at (the host then: a neighbour, a cache, a restart's timing), and which of those moments went to b was the
-coin's choice. So each pair's difference is as likely to have come out with the other sign, whatever the host
-did and however it came and went: flipping the signs of the pairs in every one of the 2^n ways gives exactly the
-distribution the observed statistic has under no change, without assuming normal errors or independent requests.
-A neighbour cannot fake a regression beyond alpha, since it cannot know the coins. (Shifted by c_f, the test is
-exact at a change of exactly c_f and conservative below it, for a change that scales every run alike.)
+Why pairs in random order. Under "the candidate is the baseline" the two runs of a pair differ only by the moments
+they ran at (the host then: a neighbour, a cache, a restart's timing), and which of those moments went to b was
+the coin's choice: each pair's change is as likely to have come out with the other sign, whatever the host did.
+A neighbour cannot line up with coins it does not know, so it adds noise to the pairs' changes, which the tests
+below see, and no bias, which they could not.
 
-Why max-T. A gate judges dozens of figures at once. Each pattern of signs flips every figure's pairs together, so
-the largest studentized statistic over all figures has, under no change, the distribution of that pattern's
-largest; a figure is called when its statistic beats that family-wide maximum in all but alpha of the patterns
-(single-step max-T, Westfall & Young). This holds the chance of any false call in the gate at alpha, and, unlike
-Holm, spends nothing on figures that move together (every E2E figure moves with the host).
-
-The price: a randomization test resolves no finer than 1/2^m for a figure judged on m pairs, so at 95 % a figure
-needs m >= 5 pairs (1/32) to be called at all. The gate says so rather than guess (min_pairs()).
+Two tests, each answering its own question; the gate calls a figure worse when both do (docs/gate.md):
+  - did it change at all, corrected over every figure of the gate? Student's t on the pairs' changes, on a scale
+    where they are near normal (logs of times, of counts plus one, of rates), Holm over the figures (paired_t).
+    With 7 pairs a p as small as 1e-5 is possible, which Holm over dozens of figures needs;
+  - did it change by more than the tolerance? The sign-flip randomization test of the changes less c (flip_p):
+    exact whatever their distribution, since the coins make every sign pattern equally likely under a change of
+    exactly c, and conservative below it. Its resolution is 1/2^m on m pairs, so at 95 % a figure needs m >= 5.
+Why not randomization for both: 7 pairs give 128 sign patterns, and a family of dozens of figures at 5 % has 6.4
+of them to spend; a family-wise randomization test (max-T) then calls nothing but the most uniform changes, and
+an error rate that went from 0 to 29 % in every pair, by very different amounts, was lost among the latency
+figures (tests/verify/test_paired.py keeps that case).
 """
 
 from __future__ import annotations
@@ -66,30 +67,20 @@ def studentized(x: np.ndarray) -> np.ndarray:
     return t
 
 
-def max_t(figures: list[tuple[list[int], np.ndarray]], n_pairs: int, seed: int = 0) -> list[float]:
-    """Family-wise p-values, one a figure, of "b is above a" for figures given as (the pairs it has, its pair
-    differences d on them), by step-down max-T over the sign patterns of all n_pairs (Westfall & Young): taken
-    from the largest observed statistic down, a figure's p is the share of patterns whose largest statistic over
-    it and every figure below it reaches its own, and never less than the p of a figure above it. Stepping down
-    matters when some figures did move: a large real change in one figure would otherwise stand in every pattern
-    that leaves its pairs alone, and hide a smaller change elsewhere. Exact when the patterns are enumerated
-    (n_pairs <= EXACT_UP_TO); otherwise the identity and a seeded sample."""
-    if not figures:
-        return []
-    pat = patterns(n_pairs, seed)
-    stats = np.full((pat.shape[0], len(figures)), -np.inf)
-    for j, (idx, d) in enumerate(figures):
-        if len(idx):
-            stats[:, j] = studentized(pat[:, idx] * np.asarray(d, float)[None, :])
-    observed = stats[0]
-    order = np.argsort(-observed, kind="stable")
-    # successive maxima from the bottom: below[:, r] = max over the figures ranked r and lower
-    below = np.maximum.accumulate(stats[:, order[::-1]], axis=1)[:, ::-1]
-    out, running = [0.0] * len(figures), 0.0
-    for r, j in enumerate(order):
-        running = max(running, _share_at_least(below[:, r], observed[j]))
-        out[j] = running
-    return out
+def paired_t(z) -> tuple[float, float]:
+    """One-sided p-values (above 0, below 0) of the pairs' mean of z, by Student's t on m - 1 degrees of freedom.
+    Every pair agreeing exactly (no spread) is 0 on its side: the strongest evidence pairs can give."""
+    from scipy import stats as st
+
+    z = np.asarray(z, float)
+    if z.size < 2:
+        return 1.0, 1.0
+    t = float(studentized(z[None, :])[0])
+    if np.isnan(t) or t == 0:
+        return 1.0, 1.0
+    if np.isinf(t):
+        return (0.0, 1.0) if t > 0 else (1.0, 0.0)
+    return float(st.t.sf(t, z.size - 1)), float(st.t.cdf(t, z.size - 1))
 
 
 def flip_p(d, seed: int = 0) -> float:
