@@ -71,7 +71,7 @@ def moved_lines(series: dict, doc: dict, hosts: dict) -> list[str]:
              for e, f, m, h, p in found if m.direction]
     lines += [f"- {e}: {f}, {m.text}" for e, f, m, _, _ in found if m.held_for_host]
     need = history_needed(series, doc.get("history_id"))
-    return (lines or ["None."]) + ([f"- ({need})"] if need else [])
+    return (lines or ["None."]) + (["", f"Not judged yet: {need}."] if need else [])
 
 
 def _rel(day: str, path: str) -> str:
@@ -145,7 +145,7 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: di
     page.table(["experiment", "verdict", "score", "time"], rows, raw=True)
     page.h2("Moved beyond the spread of earlier game days")
     page.add("<ul>" + "".join(f"<li>{esc(x.removeprefix('- ').replace('**', ''))}</li>"
-                              for x in moved_lines(series, doc, hosts or {})) + "</ul>")
+                              for x in moved_lines(series, doc, hosts or {}) if x) + "</ul>")
     page.h2("Resilience score across game days")
     page.figure(go.Figure(go.Scatter(x=[time.strftime("%Y-%m-%d %H:%M", time.gmtime(g["started"])) for g in gamedays],
                                      y=[g["score"] for g in gamedays], mode="lines+markers"))
