@@ -383,13 +383,14 @@ def _short(f: dict, k: int) -> dict:
     ex = f.get("excluded") or {}
     have = len(f["pairs"])
     host = ex.get("host") or {}
+    if ex.get("unseen"):  # no client saw the fault there: nothing to time, and more pairs would not change that
+        why = (f"no client saw the fault in pair(s) {', '.join(map(str, ex['unseen']))}: detection is not timed "
+               f"there ({have} pair(s) timed it, {k} needed)")
+        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why}
     if ex.get("samples"):
         why = (f"a {f['metric'].split()[-1].upper()} needs {ex.get('needs_samples')} requests a run in this phase; "
                f"pair(s) {', '.join(map(str, ex['samples']))} had fewer: {have} pair(s) left, {k} needed "
                f"(longer runs, or fewer percentiles)")
         return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + len(ex["samples"])}
-    if ex.get("unseen") and not host:
-        why = f"no client saw the fault in pair(s) {', '.join(map(str, ex['unseen']))}: detection is not timed there"
-        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why}
     why = f"{have} pair(s): a randomization test at this confidence needs {k}"
     return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + (len(host) if host else 0)}

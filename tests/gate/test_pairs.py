@@ -202,3 +202,15 @@ def test_no_change_gates_with_neighbours_in_random_runs_pass(seed):
     busy = {int(k): (str(rng.choice(["a", "b"])), list(rng.choice([n for n, *_ in PHASES], 2)))
             for k in rng.choice(np.arange(1, 8), rng.integers(0, 5), replace=False)}
     assert gate(make_pairs(seed=seed, busy=busy), seed=seed)["exit_code"] != REGRESSION
+
+
+def test_a_fault_no_client_saw_in_some_runs_is_not_timed_and_asks_for_nothing():
+    """time to detect is None where no client saw the kill: those pairs are not timed, and the figure, left on 4
+    pairs, is not judged without asking for more pairs (more runs would not make clients see it): exit 0."""
+    pairs = make_pairs()
+    for p in pairs[:3]:
+        p.b.report["recovery"]["faults"][0]["time_to_detect"] = {"value": None}
+    doc = gate(pairs)
+    f = fig(doc, "kill-r1 time to detect")
+    assert f["verdict"] == C.NOT_JUDGED and "no client saw the fault in pair(s) 1, 2, 3" in f["why"]
+    assert not f.get("needs_pairs") and doc["exit_code"] == PASS
