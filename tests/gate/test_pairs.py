@@ -214,3 +214,19 @@ def test_a_fault_no_client_saw_in_some_runs_is_not_timed_and_asks_for_nothing():
     f = fig(doc, "kill-r1 time to detect")
     assert f["verdict"] == C.NOT_JUDGED and "no client saw the fault in pair(s) 1, 2, 3" in f["why"]
     assert not f.get("needs_pairs") and doc["exit_code"] == PASS
+
+
+def test_an_aa_gate_says_what_this_environment_can_see():
+    from chaos.gate.report import markdown
+
+    pairs = make_pairs()
+    doc = {**gate(pairs), "aa": True, "interleaved": True, "pairs": 7, "seed": 1, "suite": "s", "candidate": "t",
+           "baseline": "t", "settings": {"tolerance": 0.1, "floor_s": 0.005, "recovery_floor_s": 0.5,
+                                         "error_tolerance": 0.01, "host_bound": 0.25},
+           "runs": [{"name": "x", "pair": p.number, "order": p.order, "side": s, "status": "passed",
+                     "run_dir": getattr(p, s).run_dir, "host": getattr(p, s).report["host"]["load"]}
+                    for p in pairs for s in "ab"]}
+    md = markdown(doc)
+    assert "chaos gate (A/A control): PASS" in md and "### A/A control" in md and "no false alarm" in md
+    assert "smallest change visible" in md and "| x · every phase E2E (all percentiles) |" in md
+    assert "### The host, run by run" in md and "| x | 1 |" in md
