@@ -24,6 +24,7 @@ from ..suite.model import Suite
 from ..verify import compare as C
 from ..verify.paired import min_pairs
 from . import pairs as P
+from .judge import judge
 from .figures import Settings, Side, experiment_figures
 
 PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE_EXIT = 0, 1, 2, 4
@@ -190,7 +191,7 @@ def compare(plan: Plan, s: Settings, done: dict[str, list[dict]], doc: dict) -> 
             if pairs and not all(p.measured() for p in pairs):
                 doc.setdefault("notes", []).append(f"{e.name}: the host was not measured in every run: those "
                                                    f"pairs are not guarded")
-        return decide(P.judge(figs, s.confidence, plan.seed), s, plan, doc["runs"])
+        return decide(judge(figs, s.confidence, plan.seed), s, plan, doc["runs"])
     figs = []
     for e in plan.suite.entries:
         a_dirs = plan.baseline_runs.get(e.name) or []

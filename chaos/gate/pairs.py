@@ -8,7 +8,11 @@ Each figure takes one number from each pair:
   - a recovery time of a fault: b's minus a's, a run that never recovered counted to the end of its load; allowed
     change max(tolerance x a's mean, the recovery floor);
   - the failed requests of a fault (its error budget): b's minus a's; allowed change max(tolerance x a's mean, 1);
-  - aborted runs: 1 where only b's run was stopped by abort_when, -1 where only a's.
+  - aborted runs: 1 where only b's run was stopped by abort_when, -1 where only a's;
+  - per metric (E2E, TTFT), every phase at once: the mean of the pair's latency log ratios (a build slower
+    everywhere shows there beyond the noise of a few short runs, where each phase alone may not).
+Beside d (what the tolerance is about) a figure carries z, the same change on a scale where it is near normal
+(logs of times, of counts plus one, of rates), for the t test (chaos/gate/judge.py).
 
 The host guard. A pair whose two runs saw a different host in the span a figure looks at (others' CPU apart by
 more than the bound, chaos.host) is left out of that span's latency and recovery-time figures: a neighbour's
@@ -27,8 +31,7 @@ import numpy as np
 
 from ..host import differs, load_summary, phase_summary
 from ..records import read_records
-from ..verify import compare as C
-from ..verify.paired import flip_p, min_pairs, paired_t, positive_mean_interval, ratio_interval, t_interval
+from ..verify.paired import positive_mean_interval, ratio_interval, t_interval
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
@@ -318,79 +321,3 @@ def experiment_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
     lat = latency_figures(exp, pairs, s)
     return (overall_figures(exp, pairs, lat, s) + lat + error_figures(exp, pairs, s)
             + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])
-
-
-def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
-    """Every paired figure of a gate judged together. A figure is "worse" when both hold at alpha:
-      - it changed, upward: Student's t on its pairs' changes z (logs: near normal), Holm-corrected over every
-        figure of the gate (a no-change gate calls nothing in all but alpha of gates);
-      - it changed by more than the allowed change: its own sign-flip test of d less the allowed change.
-    p_value is the larger of the two, so "worse" <=> p_value <= alpha; "better" mirrored.
-
-    The pairs a figure is judged on: those whose two runs saw the same host, when there are min_pairs of them.
-    Fewer, and the figure is judged on every pair (the coins hold whatever the host did), but a "worse" found
-    there is not called: it is not judged, for the host (the gate exits 4 and names the pairs). A figure on fewer
-    than min_pairs pairs in all is not judged, and says why."""
-    alpha, k = 1 - confidence, min_pairs(confidence)
-    use, noisy = [], []
-    for f in figs:
-        host = set((f.get("excluded") or {}).get("host") or {})
-        clean = [p for p in f["pairs"] if p not in host]
-        use.append(clean if len(clean) >= k else f["pairs"] if len(f["pairs"]) >= k else None)
-        noisy.append(len(clean) < k and bool(host))
-
-    def on(i, key):
-        keep = set(use[i])
-        values = figs[i].get(key) or figs[i]["d"]  # z: the scale the t test reads; latency's d is a log already
-        return np.asarray([v for p, v in zip(figs[i]["pairs"], values) if p in keep], float)
-
-    ts = {i: paired_t(on(i, "z")) for i in range(len(figs)) if use[i] is not None}
-    two_sided = [min(1.0, 2 * min(ts[i])) if i in ts else None for i in range(len(figs))]
-    holm = C.holm(two_sided)
-    out = []
-    for i, f in enumerate(figs):
-        f = {**f, "test": "paired t (Holm) and sign-flip beyond the tolerance", "pairs_needed": k}
-        if use[i] is None:
-            out.append(_short(f, k))
-            continue
-        if "va" in f:
-            f.update(estimates(f, use[i], confidence), judged_on=use[i])
-        up = ts[i][0] <= ts[i][1]
-        d = on(i, "d")
-        pw = max(holm[i] if up else 1.0, flip_p(d - f["allowed"], seed))
-        pb = max(holm[i] if not up else 1.0, flip_p(-d - f["allowed"], seed))
-        verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
-        f.update(p_changed=two_sided[i], p_holm=holm[i], p_worse=pw, p_better=pb, p_value=min(pw, pb),
-                 verdict=verdict)
-        if noisy[i]:
-            host = f["excluded"]["host"]
-            why_host = "; ".join(f"{n}: {w}" for n, w in sorted(host.items()))
-            pairs_text = f"{', '.join(map(str, sorted(host)))} ({why_host})"
-            if verdict == C.WORSE:
-                f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
-                         why=f"worse on every pair (p = {pw:.2g}), but the host differed in pair(s) {pairs_text}, "
-                             f"and without them {len(f['pairs']) - len(host)} pair(s) are too few to judge ({k} "
-                             f"needed): not called on that evidence")
-            else:
-                f["host_note"] = (f"judged on every pair, pair(s) {', '.join(map(str, sorted(host)))} with a "
-                                  f"different host included (too few without them)")
-        out.append(f)
-    return out
-
-
-def _short(f: dict, k: int) -> dict:
-    """Not judged: on fewer than k pairs in all, and why they are missing."""
-    ex = f.get("excluded") or {}
-    have = len(f["pairs"])
-    host = ex.get("host") or {}
-    if ex.get("unseen"):  # no client saw the fault there: nothing to time, and more pairs would not change that
-        why = (f"no client saw the fault in pair(s) {', '.join(map(str, ex['unseen']))}: detection is not timed "
-               f"there ({have} pair(s) timed it, {k} needed)")
-        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why}
-    if ex.get("samples"):
-        why = (f"a {f['metric'].split()[-1].upper()} needs {ex.get('needs_samples')} requests a run in this phase; "
-               f"pair(s) {', '.join(map(str, ex['samples']))} had fewer: {have} pair(s) left, {k} needed "
-               f"(longer runs, or fewer percentiles)")
-        return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + len(ex["samples"])}
-    why = f"{have} pair(s): a randomization test at this confidence needs {k}"
-    return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + (len(host) if host else 0)}

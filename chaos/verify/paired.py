@@ -121,9 +121,7 @@ def t_interval(d, confidence: float) -> tuple[float | None, float | None, float 
 
 def ratio_interval(log_ratios, confidence: float) -> tuple[float | None, float | None, float | None]:
     """The geometric mean of ratios with its interval, from their logs: never below 0, as no ratio can be."""
-    m, lo, hi = t_interval(log_ratios, confidence)
-    f = (lambda v: None if v is None else math.exp(v))
-    return f(m), f(lo), f(hi)
+    return tuple(None if v is None else math.exp(v) for v in t_interval(log_ratios, confidence))
 
 
 def positive_mean_interval(values, confidence: float) -> tuple[float | None, float | None, float | None, str]:

@@ -18,7 +18,8 @@ import pytest
 
 from chaos.gate.figures import Settings
 from chaos.gate.gate import INCONCLUSIVE_EXIT, PASS, REGRESSION, Plan, decide
-from chaos.gate.pairs import Pair, Run, experiment_figures, judge, slow_host_failure
+from chaos.gate.judge import judge
+from chaos.gate.pairs import Pair, Run, experiment_figures, slow_host_failure
 from chaos.records import RequestRecord
 from chaos.verify import compare as C
 
