@@ -97,6 +97,20 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
         assert "PASS" in same.stdout and g["judged"] > 0
 
 
+def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gates, tmp_path):
+    d, same, _, _ = gates
+    r = gate("--rejudge", str(d / "same"), "--tolerance", "0.5", "--percentiles", "50", "--out", str(tmp_path / "rj"))
+    g = doc(tmp_path / "rj")
+    assert r.returncode in (0, 4), r.stdout[-2000:] + r.stderr[-2000:]
+    assert g["settings"]["tolerance"] == 0.5 and g["rejudged_from"] == str(d / "same")
+    assert [x["run_dir"] for x in g["runs"]] == [x["run_dir"] for x in doc(d / "same")["runs"]]
+    assert not any(f["figure"].endswith("p95") for f in g["figures"])  # the new percentiles
+    bad = gate("--rejudge", str(d / "same"), "gates/upgrade.yaml")
+    assert bad.returncode == 2 and "leave SUITE" in bad.stderr
+    missing = gate("--rejudge", str(tmp_path))
+    assert missing.returncode == 2 and "gate.json" in missing.stderr
+
+
 def test_a_slower_build_is_a_regression_named_with_its_interval(gates):
     d, _, slower, _ = gates
     assert slower.returncode == 1, slower.stdout[-3000:] + slower.stderr[-2000:]
