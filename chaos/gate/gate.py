@@ -191,7 +191,7 @@ def compare(plan: Plan, s: Settings, done: dict[str, list[dict]], doc: dict) -> 
             if pairs and not all(p.measured() for p in pairs):
                 doc.setdefault("notes", []).append(f"{e.name}: the host was not measured in every run: those "
                                                    f"pairs are not guarded")
-        return decide(judge(figs, s.confidence, plan.seed), s, plan, doc["runs"])
+        return decide(judge(figs, s.confidence, plan.seed, s.host_bound), s, plan, doc["runs"])
     figs = []
     for e in plan.suite.entries:
         a_dirs = plan.baseline_runs.get(e.name) or []

@@ -10,7 +10,12 @@ from ..verify.paired import flip_p, min_pairs, paired_t
 from .pairs import estimates
 
 
-def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
+# The sides of the pairs a figure is judged on may each differ by up to the bound, always the same way; where the
+# candidate's runs saw on average more than this share of the bound beyond the baseline's, a "worse" is held.
+SIDE_SHARE = 0.5
+
+
+def judge(figs: list[dict], confidence: float, seed: int = 0, host_bound: float | None = None) -> list[dict]:
     """Every paired figure of a gate judged together. A figure is "worse" when both hold at alpha:
       - it changed, upward: Student's t on its pairs' changes z (logs: near normal), Holm-corrected over every
         figure of the gate (a no-change gate calls nothing in all but alpha of gates);
@@ -19,8 +24,10 @@ def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
 
     The pairs a figure is judged on: those whose two runs saw the same host, when there are min_pairs of them.
     Fewer, and the figure is judged on every pair (the coins hold whatever the host did), but a "worse" found
-    there is not called: it is not judged, for the host (the gate exits 4 and names the pairs). A figure on fewer
-    than min_pairs pairs in all is not judged, and says why."""
+    there is not called: it is not judged, for the host (the gate exits 4 and names the pairs). Nor is one whose
+    judged pairs' candidate runs saw, on average, more of others' CPU than the baseline's by over half the bound:
+    pairs within the bound one by one, but all the same way, are a side that differed. A figure on fewer than
+    min_pairs pairs in all is not judged, and says why."""
     alpha, k = 1 - confidence, min_pairs(confidence)
     use, noisy = [], []
     for f in figs:
@@ -52,6 +59,7 @@ def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
         verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
         f.update(p_changed=two_sided[i], p_holm=holm[i], p_worse=pw, p_better=pb, p_value=min(pw, pb),
                  verdict=verdict)
+        side = _side_gap(f, use[i])
         if noisy[i]:
             host = f["excluded"]["host"]
             why_host = "; ".join(f"{n}: {w}" for n, w in sorted(host.items()))
@@ -64,8 +72,18 @@ def judge(figs: list[dict], confidence: float, seed: int = 0) -> list[dict]:
             else:
                 f["host_note"] = (f"judged on every pair, pair(s) {', '.join(map(str, sorted(host)))} with a "
                                   f"different host included (too few without them)")
+        elif verdict == C.WORSE and host_bound and side is not None and side > SIDE_SHARE * host_bound:
+            f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
+                     why=f"worse (p = {pw:.2g}), but the host differed between the sides: the candidate's runs saw "
+                         f"{side:.2f} cores more of others' CPU than the baseline's, on average over the pairs "
+                         f"judged (over half the bound, {SIDE_SHARE * host_bound:.2f}): not called on that evidence")
         out.append(f)
     return out
+
+
+def _side_gap(f: dict, keep: list[int]) -> float | None:
+    gaps = [g for p, g in zip(f["pairs"], f.get("gap") or []) if p in keep and g is not None]
+    return float(np.mean(gaps)) if gaps else None
 
 
 def _short(f: dict, k: int) -> dict:

@@ -90,6 +90,14 @@ class Pair:
             return differs(load_summary(self.a.report), load_summary(self.b.report), bound)
         return differs(phase_summary(self.a.report, span), phase_summary(self.b.report, span), bound)
 
+    def host_gap(self, span: str | None) -> float | None:
+        """Cores of others' CPU b's run saw beyond a's in the span (None: not measured)."""
+        get = load_summary if span is None else (lambda rep: phase_summary(rep, span))
+        ha, hb = get(self.a.report), get(self.b.report)
+        if ha is None or hb is None or ha.others is None or hb.others is None:
+            return None
+        return hb.others - ha.others
+
     def measured(self) -> bool:
         return load_summary(self.a.report) is not None and load_summary(self.b.report) is not None
 
@@ -172,6 +180,7 @@ def latency_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
                 tol = max(s.tolerance, s.floor_s / base) if base else s.tolerance
                 out.append(_figure(exp, phase, f"{metric} p{q:g}", "latency", pairs=[p.number for p in used],
                                    va=pa, vb=pb, d=[math.log(y / x) for x, y in zip(pa, pb)],
+                                   gap=[p.host_gap(phase) for p in used],
                                    allowed=math.log1p(tol), tolerance=tol,
                                    excluded={"host": {n: w for n, w in host_out.items()
                                                       if n in {p.number for p in used}},
@@ -201,8 +210,9 @@ def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: Settings) 
             vb.append(float(np.exp(np.mean(np.log([y for _, y, _ in mine])))))
             d.append(float(np.mean([z for _, _, z in mine])))
         allowed = float(np.mean([f["allowed"] for f in parts]))
+        gap = {p.number: p.host_gap(None) for p in pairs}
         out.append(_figure(exp, "every phase", f"{metric} (all percentiles)", "latency", pairs=used, va=va, vb=vb,
-                           d=d, allowed=allowed, tolerance=math.expm1(allowed),
+                           d=d, allowed=allowed, tolerance=math.expm1(allowed), gap=[gap[n] for n in used],
                            excluded={"host": {n: w for n, w in host_out.items() if n in used}, "samples": [],
                                      "needs_samples": 0}))
     return out
@@ -271,7 +281,9 @@ def recovery_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
                 vb.append(y)
             clean = [x for n, x in zip(used, va) if n not in host_out] or va
             allowed = max(s.tolerance * float(np.mean(clean)), s.recovery_floor_s) if clean else s.recovery_floor_s
+            gap = {p.number: p.host_gap(name) for p in have}
             out.append(_figure(exp, name, label, "value", unit="s", pairs=used, va=va, vb=vb,
+                               gap=[gap[n] for n in used],
                                d=[y - x for x, y in zip(va, vb)], allowed=allowed, censored=censored,
                                z=[math.log((y + TIME_OFFSET_S) / (x + TIME_OFFSET_S)) for x, y in zip(va, vb)],
                                excluded={"host": {n: w for n, w in host_out.items() if n in used},

@@ -87,7 +87,7 @@ S = Settings(percentiles=(50, 95))
 
 
 def gate(pairs, settings=S, seed=0):
-    figs = judge(experiment_figures("x", pairs, settings), settings.confidence, seed)
+    figs = judge(experiment_figures("x", pairs, settings), settings.confidence, seed, settings.host_bound)
     plan = Plan(suite=None, out_dir="o", candidate="c", baseline_target="b", pairs=len(pairs), seed=seed)
     runs = [{"name": "x", "pair": p.number, "side": s, "run_dir": getattr(p, s).run_dir,
              "host": getattr(p, s).report["host"]["load"]} for p in pairs for s in "ab"]
@@ -231,3 +231,17 @@ def test_an_aa_gate_says_what_this_environment_can_see():
     assert "chaos gate (A/A control): PASS" in md and "### A/A control" in md and "no false alarm" in md
     assert "smallest change visible" in md and "| x · every phase E2E (all percentiles) |" in md
     assert "### The host, run by run" in md and "| x | 1 |" in md
+
+
+def test_pairs_within_the_bound_but_all_one_way_are_sides_that_differed():
+    """Every candidate run had 0.2 cores more of others than its baseline (within the 0.25 bound, pair by pair)
+    and ran 30 % slower: a side that differed, not judged for the host, exit 4."""
+    pairs = make_pairs(slow=1.3)
+    for p in pairs:
+        for ph in p.b.report["host"]["phases"].values():
+            ph["others"] += 0.2
+        p.b.report["host"]["load"]["others"] += 0.2
+    doc = gate(pairs)
+    held = [f for f in doc["figures"] if f.get("host")]
+    assert doc["exit_code"] == INCONCLUSIVE_EXIT and held and "0.20 cores more" in held[0]["why"]
+    assert not [f for f in doc["figures"] if f["verdict"] == C.WORSE and f["kind"] == "latency"]
