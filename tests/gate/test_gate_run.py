@@ -1,8 +1,9 @@
 """The gate end to end, with real runs in short mode, beside a scripted neighbour (`chaos selftest neighbour`, one
 core switched on and off at moments drawn from a seed) as a shared CI runner has them:
 
-- a no-change "upgrade" (5 pairs, coin-drawn orders) never exits 1 whatever the neighbour did: 0, or 4 naming the
-  pairs whose hosts differed; every run's host is in gate.json and gate.md, and the neighbour shows in it;
+- the A/A control (`--aa`: the baseline against itself, 5 pairs, coin-drawn orders) never exits 1 whatever the
+  neighbour did: 0, or 4 naming the pairs whose hosts differed; every run's host is in gate.json and gate.md, and
+  the neighbour shows in it;
 - a build whose engine steps are 4x slower, against those recorded runs, is a regression named with its interval;
 - the same recorded comparison with the host guard on: the sides' hosts differed (the baseline's runs had the
   neighbour, the candidate's did not), so latency is not judged on that evidence.
@@ -60,8 +61,8 @@ def gates(tmp_path_factory):
                                   "11", "--for", "600s", "--on", "6s-20s", "--off", "6s-20s"], cwd=ROOT,
                                  stdout=subprocess.PIPE, text=True)
     try:
-        same = gate("--baseline-target", "targets/reference.yaml", "--candidate", "targets/reference.yaml",
-                    str(exp), "--pairs", "5", "--seed", "7", "--out", str(d / "same"), *SHORT)
+        same = gate("--aa", "--baseline-target", "targets/reference.yaml", str(exp), "--pairs", "5", "--seed", "7",
+                    "--out", str(d / "same"), *SHORT)
     finally:
         neighbour.send_signal(signal.SIGTERM)
         schedule = neighbour.communicate(timeout=30)[0]
@@ -79,13 +80,15 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
     d, same, _, schedule = gates
     g = doc(d / "same")
     assert same.returncode in (0, 4), same.stdout[-3000:] + same.stderr[-2000:]
-    assert g["interleaved"] and g["pairs"] == 5 and g["seed"] == 7 and not g["regressed"]
+    assert g["interleaved"] and g["aa"] and g["pairs"] == 5 and g["seed"] == 7 and not g["regressed"]
+    assert g["candidate"] == g["baseline"] == "targets/reference.yaml"
     assert [(r["pair"], r["side"]) for r in g["runs"]] == [(k + 1, s) for k, o in enumerate(g["orders"]) for s in o]
     assert all(r["exit_code"] == 0 and r["host"]["samples"] > 0 for r in g["runs"])
     # the neighbour ran, and the host saw it: some run had a core's worth of others at its busiest
     assert " on at " in schedule and max(r["host"]["others_max"] for r in g["runs"]) > 0.6, schedule
     md = (d / "same" / "gate.md").read_text()
     assert "### The host, run by run" in md and "| gate-short | 1 |" in md and "others" in md
+    assert "(A/A control)" in md and "### A/A control" in md
     names = {f["figure"] for f in g["figures"]}
     assert {"gate-short · steady state E2E p95", "gate-short · kill-r1 TTFT p50", "gate-short · kill-r1 error rate",
             "gate-short · kill-r1 time to restore", "gate-short · kill-r1 failed requests per run"} <= names
@@ -94,7 +97,7 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
         if g.get("host_differed"):
             assert "pair" in g["reason"] and "others" in g["reason"] and "--pairs" in g["reason"]
     else:
-        assert "PASS" in same.stdout and g["judged"] > 0
+        assert "PASS" in same.stdout and g["judged"] > 0 and "no false alarm" in md
 
 
 def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gates, tmp_path):
