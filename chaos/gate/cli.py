@@ -148,6 +148,9 @@ def cmd_gate(a) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: what ran is in {os.path.join(out, 'gate.json')}", file=sys.stderr)
         return 130
+    except GateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print()
     print(open(os.path.join(out, "gate.md")).read().split("<details>")[0].rstrip())
     print(f"\ngate: {os.path.join(out, 'gate.md')} (and gate.json, junit.xml)")

@@ -156,8 +156,10 @@ def rejudge(gate_dir: str, settings: Settings, out_dir: str) -> dict:
         raise GateError(f"{gate_dir}: that gate did not finish its runs ({old.get('verdict')})")
     done: dict[str, list[dict]] = {}
     for r in old["runs"]:
-        r = {**r, "run_dir": _abs(gate_dir, r["run_dir"])}
-        done.setdefault(r["name"], []).append(r)
+        here = os.path.join(gate_dir, "runs", r["name"], f"{r['side']}-{r['pair']}")
+        # a gate folder moved or copied (a CI artifact) is judged where it is now
+        run_dir = _abs(gate_dir, r["run_dir"]) if os.path.exists(_abs(gate_dir, r["run_dir"])) else here
+        done.setdefault(r["name"], []).append({**r, "run_dir": os.path.abspath(run_dir)})
     entries = [_Entry(name) for name in done]
     plan = Plan(_Suite(old["suite"], old.get("suite_file"), entries), out_dir, old["candidate"], old["baseline"],
                 pairs=old["pairs"], seed=old["seed"], aa=old.get("aa", False))
@@ -215,9 +217,17 @@ def _pairs(rows: list[dict]) -> list[P.Pair]:
     out = []
     for n, d in sorted(by_pair.items()):
         if "a" in d and "b" in d:
-            out.append(P.Pair(n, d["order"], P.Run.read(d["a"], read_report(d["a"])),
-                              P.Run.read(d["b"], read_report(d["b"]))))
+            out.append(P.Pair(n, d["order"], _run(d["a"]), _run(d["b"])))
     return out
+
+
+def _run(run_dir: str) -> P.Run:
+    """A run of a pair, which must have its report: a gate never judges runs it cannot read."""
+    report = read_report(run_dir)
+    if not report:
+        raise GateError(f"{run_dir}: no readable report.json: the run's folder was moved or removed since the gate "
+                        f"ran (run directories are recorded absolute)")
+    return P.Run.read(run_dir, report)
 
 
 def guard_sides(exp: str, a: Side, b: Side, figs: list[dict], s: Settings, doc: dict) -> list[dict]:

@@ -13,6 +13,7 @@ the mechanics on every CI box; bench/gate_calibration.py measures the defaults (
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +113,16 @@ def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gat
     assert bad.returncode == 2 and "leave SUITE" in bad.stderr
     missing = gate("--rejudge", str(tmp_path))
     assert missing.returncode == 2 and "gate.json" in missing.stderr
+    # a gate folder moved (a CI artifact downloaded elsewhere): its runs are found where it is now
+    moved = tmp_path / "moved"
+    shutil.copytree(d / "same", moved)
+    g = json.loads((moved / "gate.json").read_text())
+    for r in g["runs"]:
+        r["run_dir"] = r["run_dir"].replace(str(d), "/nonexistent/ci-runner")
+    (moved / "gate.json").write_text(json.dumps(g))
+    again = gate("--rejudge", str(moved), "--tolerance", "0.5", "--percentiles", "50", "--out", str(tmp_path / "rj2"))
+    assert again.returncode == r.returncode, again.stdout[-2000:] + again.stderr[-2000:]
+    assert doc(tmp_path / "rj2")["runs"][0]["run_dir"].startswith(str(moved))
 
 
 def test_a_slower_build_is_a_regression_named_with_its_interval(gates):
