@@ -117,8 +117,8 @@ def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gat
     moved = tmp_path / "moved"
     shutil.copytree(d / "same", moved)
     g = json.loads((moved / "gate.json").read_text())
-    for r in g["runs"]:
-        r["run_dir"] = r["run_dir"].replace(str(d), "/nonexistent/ci-runner")
+    for row in g["runs"]:
+        row["run_dir"] = row["run_dir"].replace(str(d), "/nonexistent/ci-runner")
     (moved / "gate.json").write_text(json.dumps(g))
     again = gate("--rejudge", str(moved), "--tolerance", "0.5", "--percentiles", "50", "--out", str(tmp_path / "rj2"))
     assert again.returncode == r.returncode, again.stdout[-2000:] + again.stderr[-2000:]
