@@ -45,7 +45,8 @@ def register(sub, formatter) -> None:
                        formatter_class=formatter, epilog=EPILOG,
                        description="Run a suite against the candidate target and compare it with the baseline, "
                                    "figure by figure, under the faults as well as in the steady state.")
-    p.add_argument("suite", nargs="?", help="a suite file (chaos gameday's format) or one experiment file")
+    p.add_argument("suite", nargs="?", help="a suite file (chaos gameday's format) or one experiment file (none "
+                                            "with --rejudge)")
     p.add_argument("--candidate", metavar="TARGET", help="the candidate's target file")
     p.add_argument("--aa", action="store_true",
                    help="A/A control: the candidate is the baseline itself (needs --baseline-target); a regression "
