@@ -22,63 +22,80 @@ def judge(figs: list[dict], confidence: float, seed: int = 0, host_bound: float 
       - it changed by more than the allowed change: its own sign-flip test of d less the allowed change.
     p_value is the larger of the two, so "worse" <=> p_value <= alpha; "better" mirrored.
 
-    The pairs a figure is judged on: those whose two runs saw the same host, when there are min_pairs of them.
-    Fewer, and the figure is judged on every pair (the coins hold whatever the host did), but a "worse" found
-    there is not called: it is not judged, for the host (the gate exits 4 and names the pairs). Nor is one whose
-    judged pairs' candidate runs saw, on average, more of others' CPU than the baseline's by over half the bound:
-    pairs within the bound one by one, but all the same way, are a side that differed. A figure on fewer than
-    min_pairs pairs in all is not judged, and says why."""
+    The pairs a direction is judged on. A host that differed can only push a pair's change its own way: a busier
+    candidate run makes the candidate look worse, a busier baseline run makes it look better. So "worse" is judged
+    on the pairs whose candidate run was not the busier beyond the bound (a busier baseline only hides a
+    regression), "better" on those whose baseline run was not, when there are min_pairs of them. Fewer, and that
+    direction is judged on every pair (the coins hold whatever the host did), but a "worse" found there is not
+    called: it is not judged, for the host (the gate exits 4 and names the pairs). Nor is one whose pairs'
+    candidate runs saw, on average, more of others' CPU than the baseline's by over half the bound: pairs within
+    the bound one by one, but all the same way, are a side that differed. A figure on fewer than min_pairs pairs in
+    all is not judged, and says why."""
     alpha, k = 1 - confidence, min_pairs(confidence)
-    use, noisy = [], []
-    for f in figs:
-        host = set((f.get("excluded") or {}).get("host") or {})
-        clean = [p for p in f["pairs"] if p not in host]
-        use.append(clean if len(clean) >= k else f["pairs"] if len(f["pairs"]) >= k else None)
-        noisy.append(len(clean) < k and bool(host))
+    sets = [_sets(f, k) for f in figs]
 
-    def on(i, key):
-        keep = set(use[i])
+    def on(i, key, pairs):
+        keep = set(pairs)
         values = figs[i].get(key) or figs[i]["d"]  # z: the scale the t test reads; latency's d is a log already
         return np.asarray([v for p, v in zip(figs[i]["pairs"], values) if p in keep], float)
 
-    ts = {i: paired_t(on(i, "z")) for i in range(len(figs)) if use[i] is not None}
+    ts = {i: (paired_t(on(i, "z", up))[0], paired_t(on(i, "z", down))[1])
+          for i, (up, down, _, _) in enumerate(sets) if up is not None}
     two_sided = [min(1.0, 2 * min(ts[i])) if i in ts else None for i in range(len(figs))]
     holm = C.holm(two_sided)
     out = []
     for i, f in enumerate(figs):
         f = {**f, "test": "paired t (Holm) and sign-flip beyond the tolerance", "pairs_needed": k}
-        if use[i] is None:
+        up_set, down_set, noisy_up, _ = sets[i]
+        if up_set is None:
             out.append(_short(f, k))
             continue
-        if "va" in f:
-            f.update(estimates(f, use[i], confidence), judged_on=use[i])
-        up = ts[i][0] <= ts[i][1]
-        d = on(i, "d")
-        pw = max(holm[i] if up else 1.0, flip_p(d - f["allowed"], seed))
-        pb = max(holm[i] if not up else 1.0, flip_p(-d - f["allowed"], seed))
+        rising = ts[i][0] <= ts[i][1]
+        pw = max(holm[i] if rising else 1.0, flip_p(on(i, "d", up_set) - f["allowed"], seed))
+        pb = max(holm[i] if not rising else 1.0, flip_p(-on(i, "d", down_set) - f["allowed"], seed))
         verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
+        judged_on = down_set if verdict == C.BETTER else up_set
+        if "va" in f:
+            f.update(estimates(f, judged_on, confidence), judged_on=judged_on)
         f.update(p_changed=two_sided[i], p_holm=holm[i], p_worse=pw, p_better=pb, p_value=min(pw, pb),
                  verdict=verdict)
-        side = _side_gap(f, use[i])
-        if noisy[i]:
-            host = f["excluded"]["host"]
-            why_host = "; ".join(f"{n}: {w}" for n, w in sorted(host.items()))
-            pairs_text = f"{', '.join(map(str, sorted(host)))} ({why_host})"
-            if verdict == C.WORSE:
-                f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
-                         why=f"worse on every pair (p = {pw:.2g}), but the host differed in pair(s) {pairs_text}, "
-                             f"and without them {len(f['pairs']) - len(host)} pair(s) are too few to judge ({k} "
-                             f"needed): not called on that evidence")
-            else:
-                f["host_note"] = (f"judged on every pair, pair(s) {', '.join(map(str, sorted(host)))} with a "
-                                  f"different host included (too few without them)")
+        host = (f.get("excluded") or {}).get("host") or {}
+        side = _side_gap(f, up_set)
+        if verdict == C.WORSE and noisy_up:
+            busier = {n: w for n, w in host.items() if n in up_set}
+            why_host = "; ".join(f"{n}: {w}" for n, w in sorted(busier.items()))
+            f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
+                     why=f"worse on every pair (p = {pw:.2g}), but the candidate's run was the busier in pair(s) "
+                         f"{', '.join(map(str, sorted(busier)))} ({why_host}), and without them "
+                         f"{len(up_set) - len(busier)} pair(s) are too few to judge ({k} needed): not called on "
+                         f"that evidence")
         elif verdict == C.WORSE and host_bound and side is not None and side > SIDE_SHARE * host_bound:
             f.update(verdict=C.NOT_JUDGED, host=True, p_value=None, p_held=pw,
                      why=f"worse (p = {pw:.2g}), but the host differed between the sides: the candidate's runs saw "
                          f"{side:.2f} cores more of others' CPU than the baseline's, on average over the pairs "
                          f"judged (over half the bound, {SIDE_SHARE * host_bound:.2f}): not called on that evidence")
+        elif host and any(n in judged_on for n in host):
+            why = ("too few without them" if noisy_up else
+                   "the baseline's run the busier: that can only hide a regression, not make one")
+            f["host_note"] = (f"pair(s) {', '.join(str(n) for n in sorted(host) if n in judged_on)} with a different "
+                              f"host judged too ({why})")
         out.append(f)
     return out
+
+
+def _sets(f: dict, k: int):
+    """(pairs for "worse", pairs for "better", whether "worse" had to take every pair, the same for "better");
+    (None, None, ...) when the figure has fewer than k pairs in all."""
+    if len(f["pairs"]) < k:
+        return None, None, False, False
+    host = (f.get("excluded") or {}).get("host") or {}
+    gap = dict(zip(f["pairs"], f.get("gap") or [None] * len(f["pairs"])))
+    b_busier = {n for n in host if (gap.get(n) or 0) > 0}
+    a_busier = set(host) - b_busier
+    up = [p for p in f["pairs"] if p not in b_busier]
+    down = [p for p in f["pairs"] if p not in a_busier]
+    noisy_up, noisy_down = len(up) < k, len(down) < k
+    return (f["pairs"] if noisy_up else up), (f["pairs"] if noisy_down else down), noisy_up, noisy_down
 
 
 def _side_gap(f: dict, keep: list[int]) -> float | None:

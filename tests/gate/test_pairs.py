@@ -136,7 +136,7 @@ def test_a_neighbour_beside_every_candidate_run_is_exit_4_naming_the_runs():
     held = [f for f in doc["figures"] if f.get("host")]
     assert doc["exit_code"] == INCONCLUSIVE_EXIT and doc.get("host_differed") and held, doc["reason"]
     assert not doc["regressed"]
-    assert all(f["verdict"] == C.NOT_JUDGED and "host differed" in f["why"] for f in held)
+    assert all(f["verdict"] == C.NOT_JUDGED and "candidate's run was the busier" in f["why"] for f in held)
     assert "pair 1: baseline x-" in doc["reason"] and "others 1.00 cores" in doc["reason"]
     assert "--pairs" in doc["reason"] and "quieter" in doc["reason"]
 
@@ -245,3 +245,14 @@ def test_pairs_within_the_bound_but_all_one_way_are_sides_that_differed():
     held = [f for f in doc["figures"] if f.get("host")]
     assert doc["exit_code"] == INCONCLUSIVE_EXIT and held and "0.20 cores more" in held[0]["why"]
     assert not [f for f in doc["figures"] if f["verdict"] == C.WORSE and f["kind"] == "latency"]
+
+
+def test_a_busier_baseline_only_hides_a_regression_so_its_pairs_still_count_for_worse():
+    """The candidate is 2.5x slower, and three of seven baseline runs had a neighbour (x1.6 there): four clean pairs
+    are too few, but the busy ones can only understate the regression, never make one, so "worse" is judged on all
+    seven and called (exit 1), where leaving every busy pair out would have held it (exit 4)."""
+    busy = {k: ("a", [n for n, *_ in PHASES]) for k in (1, 2, 3)}
+    doc = gate(make_pairs(slow=2.5, busy=busy))
+    f = fig(doc, "every phase E2E (all percentiles)")
+    assert doc["exit_code"] == REGRESSION and f["verdict"] == C.WORSE and f["judged_on"] == list(range(1, 8))
+    assert "can only hide a regression" in f["host_note"]
