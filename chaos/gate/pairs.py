@@ -15,9 +15,10 @@ Beside d (what the tolerance is about) a figure carries z, the same change on a 
 (logs of times, of counts plus one, of rates), for the t test (chaos/gate/judge.py).
 
 The host guard. A pair whose two runs saw a different host in the span a figure looks at (others' CPU apart by
-more than the bound, chaos.host) is left out of that span's latency and recovery-time figures: a neighbour's
-slowdown is not evidence about the build. Its failures still count, less the ones a slow host can cause (client
-timeouts, 408 and 504 answers), which are set aside in that pair's runs: an HTTP 500 is never the host's doing.
+more than the bound, chaos.host) is marked on that span's latency and recovery-time figures, with which run was
+the busier (gap), and chaos/gate/judge.py leaves it out of the direction it could explain: a neighbour's slowdown
+is not evidence about the build. Its failures still count, less the ones a slow host can cause (client timeouts,
+408 and 504 answers), which are set aside in that pair's runs: an HTTP 500 is never the host's doing.
 """
 
 from __future__ import annotations
