@@ -297,7 +297,7 @@ def decide(figs: list[dict], s: Settings, plan: Plan, runs: list[dict] = ()) -> 
     if worse:
         return {**base, "exit_code": REGRESSION, "verdict": "regression",
                 "reason": f"{len(worse)} figure(s) worse beyond the tolerance and the noise"
-                          + (", on pairs whose hosts agreed" if plan.interleaved else "")}
+                          + (", on pairs the host cannot explain" if plan.interleaved else "")}
     if held:
         more = plan.pairs + max(len((f.get("excluded") or {}).get("host") or {}) for f in held)
         return {**base, "exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "host_differed": True,
