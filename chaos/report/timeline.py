@@ -34,7 +34,7 @@ DETAIL = {
     "target_started": lambda e: f"up: {_ids(e.get('instances'))}",
     "links": lambda e: _links(e.get("links")),
     "links_up": lambda e: _links(e.get("links")),
-    "links_created": lambda e: f"on {e.get('toxiproxy')}: {', '.join(map(str, e.get('proxies') or []))}",
+    "links_creating": lambda e: f"to make on {e.get('toxiproxy')}: {', '.join(map(str, e.get('proxies') or []))}",
     "links_removed": lambda e: "; ".join(map(str, e.get("problems") or [])),
     "process_started": _instance,
     "metrics_scraping": lambda e: f"/metrics of {_ids(e.get('instances'))} every {e.get('interval')}s "

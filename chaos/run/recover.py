@@ -45,7 +45,7 @@ def recover(run_dir: str, log=print) -> list[str]:
     #    toxics. The bundled one and the LLM proxies are processes of the run, stopped below.
     if not any(e["event"] == "links_removed" for e in events):
         for e in events:
-            if e["event"] == "links_created":
+            if e["event"] in ("links_creating", "links_created"):  # links_created: older journals, written after
                 done += delete_journaled_proxies(e)
     # 3. Every process the journal names, by process group, if its start time still matches; all groups at once,
     #    so N of them that drain slowly cost one grace period, not N.

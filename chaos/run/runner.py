@@ -233,7 +233,7 @@ class Runner:
         tag = hashlib.sha256(f"{self.run_id}:{self.started}".encode()).hexdigest()[:8]
         links = Links(self.target, wanted, self.run_dir, run_tag=tag)
         links.on_spawn = self._journal_spawn
-        links.on_created = lambda info: self.journal.write("links_created", **info)  # before any fault, fsynced
+        links.on_created = lambda info: self.journal.write("links_creating", **info)  # before any fault, fsynced
         self.target.links = links
         self.journal.write("links", links=links.describe())
         links.up(self.should_stop)

@@ -90,7 +90,7 @@ class Links:
     external: bool = False  # the Toxiproxy server is the user's: its proxies must be deleted, it must not be stopped
     processes: list[Instance] = field(default_factory=list)  # proxy processes this run started
     on_spawn: object = lambda inst: None
-    on_created: object = lambda info: None  # journals the proxies made on a server, before anything else
+    on_created: object = lambda info: None  # journals the proxies to be made on a server, before they are
 
     def __post_init__(self):
         for link, families in self.wanted.items():
@@ -153,17 +153,17 @@ class Links:
     def up(self, should_stop=lambda: False) -> None:
         if any(h.l4_name for h in self.hops.values()):
             self._toxiproxy_up(should_stop)
-            created = []
+            # Written ahead: a run SIGKILLed between a create and its journal line left a proxy on the user's
+            # server that `chaos recover` never knew of. Deleting a name that was never made is a no-op.
+            self.on_created({"toxiproxy": self.api.url, "external": self.external,
+                             "proxies": [h.l4_name for h in self.hops.values() if h.l4_name]})
             try:
                 for hop in self.hops.values():
                     if hop.l4_name:
                         u = urlparse(hop.upstream)
                         hop.l4_listen = self.api.create_proxy(hop.l4_name, f"{u.hostname}:{u.port or 80}")
-                        created.append(hop.l4_name)
             except ToxiproxyError as e:
                 raise TargetError(f"could not create the links' proxies: {e}") from None
-            finally:
-                self.on_created({"toxiproxy": self.api.url, "external": self.external, "proxies": created})
         for hop in self.hops.values():
             if hop.l7 is not None:
                 upstream = f"http://{hop.l4_listen}" if hop.l4_listen else _origin(hop.upstream)

@@ -118,7 +118,7 @@ def test_upstream_timeout_retries_on_the_other_replica(tmp_path, toxiproxy_url):
     # requests sent to the silent r1 were retried on r0: the gateway's scraped /metrics say so
     retries = (rep["server_metrics"]["instances"]["gw"].get("moved") or {}).get("gw_retries_total", 0)
     assert retries > 0, rep["server_metrics"]["instances"]["gw"]
-    created = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_created"]
+    created = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_creating"]
     assert created and created[0]["external"] and created[0]["toxiproxy"] == toxiproxy_url
     assert not any(name in proxies_on(toxiproxy_url) for name in created[0]["proxies"])  # deleted at the end
     assert leftovers(run_dir) == [] and unreverted(run_dir) == []
@@ -191,7 +191,7 @@ def test_recover_undoes_a_killed_runs_links(tmp_path, toxiproxy_url):
     p = start_run(str(path), run_dir)
     try:
         assert wait_journal(run_dir, "fault_applied", count=2, timeout=90), p.stdout.read() if p.poll() else ""
-        created = next(e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_created")
+        created = next(e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["event"] == "links_creating")
         name = created["proxies"][0]
         assert [t["name"] for t in proxies_on(toxiproxy_url)[name]["toxics"]] == ["slow"]
     finally:
