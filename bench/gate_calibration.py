@@ -26,6 +26,7 @@ box is ("other cores", the CPU everything but the gate used, is printed beside e
 Usage: python bench/gate_calibration.py [--repeats 20] [--pairs 7] [--neighbour] [--builds-only | --same-only]
        [--quick] [--seed 0]
        python bench/gate_calibration.py --rejudge bench/results/gate/STAMP   # the same runs, judged again
+       python bench/gate_calibration.py --rejudge bench/results/gate/STAMP --host-bound 64   # the guard off
 """
 
 from __future__ import annotations
@@ -88,13 +89,15 @@ def row_of(out: str, r: subprocess.CompletedProcess, candidate: str, seed, secon
             "out": out, "stderr": r.stderr[-500:] if r.returncode == 2 else ""}
 
 
-def rejudge(root: str) -> list[dict]:
-    """Every gate under root judged again by the code as it is now (`chaos gate --rejudge`), running nothing."""
+def rejudge(root: str, host_bound: float | None = None) -> list[dict]:
+    """Every gate under root judged again by the code as it is now (`chaos gate --rejudge`), running nothing;
+    host_bound: judged with another --host-bound (a huge one turns the host guard off: what the pairs alone do)."""
     old = json.load(open(os.path.join(root, "results.json")))["rows"]
     rows = []
     for row in old:
-        out = os.path.join(row["out"], "rejudged")
-        r = subprocess.run([sys.executable, "-m", "chaos", "gate", "--rejudge", row["out"], "--out", out],
+        out = os.path.join(row["out"], "rejudged" + (f"-bound-{host_bound:g}" if host_bound is not None else ""))
+        extra = ["--host-bound", f"{host_bound:g}"] if host_bound is not None else []
+        r = subprocess.run([sys.executable, "-m", "chaos", "gate", "--rejudge", row["out"], "--out", out, *extra],
                            cwd=ROOT, capture_output=True, text=True)
         rows.append({"case": row["case"], **row_of(out, r, row["candidate"], row["seed"], row["seconds"],
                                                    row["other_cores"], row.get("neighbour", ""))})
@@ -153,10 +156,13 @@ def main() -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gate"))
     p.add_argument("--rejudge", metavar="RESULTS_DIR", help="judge every gate of an earlier calibration again with "
                                                             "the code as it is now, running nothing")
+    p.add_argument("--host-bound", type=float, help="with --rejudge: judge with this --host-bound (64: the host "
+                                                    "guard off, to see what it holds back)")
     a = p.parse_args()
     if a.rejudge:
-        rows = rejudge(a.rejudge)
-        with open(os.path.join(a.rejudge, "rejudged.json"), "w") as f:
+        rows = rejudge(a.rejudge, a.host_bound)
+        name = "rejudged" + (f"-bound-{a.host_bound:g}" if a.host_bound is not None else "")
+        with open(os.path.join(a.rejudge, name + ".json"), "w") as f:
             json.dump({"rows": rows}, f, indent=2)
         summary(rows)
         return 0
