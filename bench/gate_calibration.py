@@ -19,6 +19,10 @@ SIGKILLed and restarted, then r0 answering one request in five with HTTP 500 for
 * three builds that differ for real (targets/builds/): prefix caching off, every engine step 1.5x slower, the
   gateway's retries off. Aim: each caught (exit 1), naming the figures it moved.
 
+--adversary: the issue's case at its worst: a neighbour (one core) on exactly while one of the candidate's runs
+is, never during the baseline's. No order can spread that over both sides; only the host guard can tell it from
+the build. Each such gate is judged again with the guard off (--host-bound 64) to show what it would have said.
+
 --neighbour: beside each gate, `chaos selftest neighbour --cores 1` switched on and off at moments drawn from
 a seed of its own (each period 15-90 s), as a CI runner's other jobs come and go. Without it: as quiet as the
 box is ("other cores", the CPU everything but the gate used, is printed beside each gate).
@@ -41,6 +45,8 @@ import sys
 import time
 
 import psutil
+
+from chaos.selftest.neighbour import Neighbour
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEIGHBOUR_SEED = 7_000_003
@@ -74,10 +80,34 @@ class OtherCores:
         self.share = max(0.0, others) / ((time.monotonic() - self.t0) * psutil.cpu_count())
 
 
+class DuringCandidateRuns:
+    """A neighbour's schedule that is on while a candidate's run is under way: a b-N run folder whose journal
+    exists and whose report does not yet."""
+
+    def __init__(self, gate_out: str, total: float):
+        self.runs, self.total = os.path.join(gate_out, "runs"), total
+
+    def is_on(self, t: float) -> bool:
+        try:
+            for exp in os.listdir(self.runs):
+                for run in os.listdir(os.path.join(self.runs, exp)):
+                    d = os.path.join(self.runs, exp, run)
+                    if run.startswith("b-") and os.path.exists(os.path.join(d, "journal.jsonl")) and \
+                            not os.path.exists(os.path.join(d, "report.json")):
+                        return True
+        except OSError:
+            pass
+        return False
+
+    def describe(self) -> str:
+        return "on during the candidate's runs only"
+
+
 def row_of(out: str, r: subprocess.CompletedProcess, candidate: str, seed, seconds: float, other: float,
            schedule: str) -> dict:
     try:
-        doc = json.load(open(os.path.join(out, "gate.json")))
+        with open(os.path.join(out, "gate.json")) as f:
+            doc = json.load(f)
     except (OSError, ValueError):
         doc = {}
     figs = doc.get("figures") or []
@@ -92,7 +122,8 @@ def row_of(out: str, r: subprocess.CompletedProcess, candidate: str, seed, secon
 def rejudge(root: str, host_bound: float | None = None) -> list[dict]:
     """Every gate under root judged again by the code as it is now (`chaos gate --rejudge`), running nothing;
     host_bound: judged with another --host-bound (a huge one turns the host guard off: what the pairs alone do)."""
-    old = json.load(open(os.path.join(root, "results.json")))["rows"]
+    with open(os.path.join(root, "results.json")) as f:
+        old = json.load(f)["rows"]
     rows = []
     for row in old:
         out = os.path.join(row["out"], "rejudged" + (f"-bound-{host_bound:g}" if host_bound is not None else ""))
@@ -109,8 +140,12 @@ def gate(candidate: str, out: str, a, seed: int) -> dict:
            candidate, "gates/upgrade.yaml", "--pairs", str(a.pairs), "--seed", str(seed), "--out", out,
            "--var", f"PRESET={a.preset}", "--var", f"LOAD_FOR={a.load_for}", "--var", f"FAULT_AT={a.fault_at}",
            "--var", f"FLAKY_AT={a.flaky_at}", "--var", f"FLAKY_FOR={a.flaky_for}"]
-    neighbour = None
-    if a.neighbour:
+    neighbour = adversary = None
+    if a.adversary:
+        import threading
+        adversary = Neighbour(1.0, DuringCandidateRuns(out, 3600.0))
+        threading.Thread(target=adversary.run, daemon=True).start()
+    elif a.neighbour:
         # Its own seed, far from the gate's: the coins and the neighbour drawn from one seed are the same random
         # numbers, and a neighbour that knows the coins lines up with them (a first calibration did: the no-change
         # candidate came out 17 % faster on average).
@@ -124,6 +159,11 @@ def gate(candidate: str, out: str, a, seed: int) -> dict:
             r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     finally:
         schedule = ""
+        if adversary is not None:
+            adversary.stop()
+            time.sleep(0.2)
+            adversary.close()
+            schedule = "one core, on during the candidate's runs only"
         if neighbour is not None:
             neighbour.send_signal(signal.SIGTERM)
             schedule = neighbour.communicate(timeout=30)[0].splitlines()[0] if neighbour.stdout else ""
@@ -149,6 +189,8 @@ def main() -> int:
     p.add_argument("--preset", default="tiny-long")
     p.add_argument("--neighbour", action="store_true", help="a neighbour on and off at random beside each gate")
     p.add_argument("--neighbour-cores", type=float, default=1.0)
+    p.add_argument("--adversary", action="store_true", help="no-change gates with a neighbour on during the "
+                                                            "candidate's runs only, each judged again guard off")
     p.add_argument("--seed", type=int, default=0, help="gate i uses seed + i (its pairs' coins, its neighbour)")
     p.add_argument("--builds-only", action="store_true")
     p.add_argument("--same-only", action="store_true")
@@ -168,7 +210,7 @@ def main() -> int:
         return 0
     repeats = 2 if a.quick else a.repeats
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    root = os.path.join(a.out, stamp + ("-neighbour" if a.neighbour else "-quiet"))
+    root = os.path.join(a.out, stamp + ("-adversary" if a.adversary else "-neighbour" if a.neighbour else "-quiet"))
     os.makedirs(root, exist_ok=True)
     rows = []
 
@@ -176,6 +218,20 @@ def main() -> int:
         with open(os.path.join(root, "results.json"), "w") as f:
             json.dump({"args": vars(a), "rows": rows}, f, indent=2)
 
+    if a.adversary:
+        for i in range(repeats):
+            row = gate("targets/reference.yaml", os.path.join(root, f"same-{i + 1}"), a, a.seed + i)
+            rows.append({"case": "no change", **row})
+            save()
+            print(line(f"no change, neighbour on in the candidate's runs {i + 1}/{repeats}", row), flush=True)
+        summary(rows)
+        off = rejudge(root, 64.0)
+        with open(os.path.join(root, "rejudged-bound-64.json"), "w") as f:
+            json.dump({"rows": off}, f, indent=2)
+        print("\nthe same gates, the host guard off (--host-bound 64):")
+        summary(off)
+        print(f"\nresults: {os.path.join(root, 'results.json')}")
+        return 0
     if not a.same_only:
         for k, (name, cand) in enumerate(list(BUILDS.items())[:1 if a.quick else None]):
             row = gate(cand, os.path.join(root, name.replace(" ", "-").replace(".", "")), a, a.seed + 100 + k)

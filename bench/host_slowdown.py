@@ -45,7 +45,8 @@ def run(level: float, out: str) -> dict:
         if neighbour is not None:
             neighbour.send_signal(signal.SIGTERM)
             neighbour.wait(30)
-    rep = json.load(open(os.path.join(out, "report.json")))
+    with open(os.path.join(out, "report.json")) as f:
+        rep = json.load(f)
     return {"level": level, "others": rep["host"]["load"]["others"],
             "p50": {p["name"]: p["e2e"]["p50"]["value"] for p in rep["phases"] if p["e2e"]["p50"]["value"]}}
 
@@ -74,7 +75,7 @@ def main() -> int:
         json.dump({"args": vars(a), "rows": rows}, f, indent=2)
     phases = list(rows[0]["p50"])
     quiet = [r for r in rows if r["level"] == 0]
-    print(f"\n| neighbour | others (cores) | " + " | ".join(f"{ph} P50 vs quiet" for ph in phases) + " |")
+    print("\n| neighbour | others (cores) | " + " | ".join(f"{ph} P50 vs quiet" for ph in phases) + " |")
     print("|---|---|" + "---|" * len(phases))
     for level in levels:
         mine = [r for r in rows if r["level"] == level]

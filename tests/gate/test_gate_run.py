@@ -27,8 +27,9 @@ from chaos.verify import compare as C
 
 # Beside the whole runs (tests/conftest.py), though it judges latency: it is made to hold beside a neighbour, and
 # under xdist the other worker's runs are one more, as on a shared CI runner. One xdist group: the module's gates
-# are made once, on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("gate-beside")]
+# are made once, on one worker, in ~3 minutes on a quiet box: more than the suite's 300 s a test beside a busy one.
+pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("gate-beside"),
+              pytest.mark.timeout(1200)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENT = f"""name: gate-short
