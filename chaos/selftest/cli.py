@@ -99,7 +99,7 @@ def register(sub, formatter) -> None:
                "examples:\n"
                "  chaos selftest soak                            # 30 minutes, a fault every 20 s\n"
                "  chaos selftest soak --duration 2h --json soak.json\n"
-               "  chaos selftest soak --duration 150s --period 6s    # CI's: faults and flow; too short for memory")
+               "  chaos selftest soak --duration 110s --period 6s    # CI's: faults and flow; too short for memory")
     k.add_argument("--duration", default="30m", help="how long the load runs")
     k.add_argument("--period", default="20s", help="a fault starts every period and lasts half of it")
     k.add_argument("--out", help="where the run goes (default runs/selftest-soak-<UTC time>)")

@@ -9,7 +9,7 @@ What must hold, each a problem when it does not:
     arenas, caches, the runner's windows filling); from four cycles after them (six in all), the peaks'
     least-squares slope (scipy.stats.linregress) is stated in MB/h with its 95 % interval, and a process grows
     when the whole interval is above zero and the fitted growth passes GROWTH_MB (and 10 %).
-The short soak in CI (150 s, three cycles) is too short to judge memory: it checks that every fault is reverted,
+The short soak in CI (110 s, two cycles) is too short to judge memory: it checks that every fault is reverted,
 that records keep flowing and that every process is sampled. The long mode (`--duration 30m`, the default: 11
 cycles of 160 s) judges memory.
 """

@@ -1,12 +1,13 @@
-"""The gate end to end, with real runs in short mode, beside a scripted neighbour (`chaos selftest neighbour`, one
-core switched on and off at moments drawn from a seed) as a shared CI runner has them:
+"""The gate end to end, with real runs in short mode, beside a neighbour as a shared CI runner has them: under xdist
+(the README's test command) the other worker's whole runs, coming and going; alone, a scripted one (`chaos selftest
+neighbour`, one core switched on and off at moments drawn from a seed):
 
 - the A/A control (`--aa`: the baseline against itself, 5 pairs, coin-drawn orders) never exits 1 whatever the
   neighbour did: 0, or 4 naming the pairs whose hosts differed; every run's host is in gate.json and gate.md, and
   the neighbour shows in it;
 - a build whose engine steps are 4x slower, against those recorded runs, is a regression named with its interval;
-- the same recorded comparison with the host guard on: the sides' hosts differed (the baseline's runs had the
-  neighbour, the candidate's did not), so latency is not judged on that evidence.
+- recorded sides whose hosts differed (two of those runs of one build, the quiet one against the busy one): the
+  host guard judges no latency on that evidence.
 
 The tolerance is 25 %: with 5 short pairs on two busy cores a pair's runs differ by ~20 %, and this test proves
 the mechanics on every CI box; bench/gate_calibration.py measures the defaults (BENCHMARKS.md §15)."""
@@ -26,7 +27,7 @@ from chaos.suite.execute import read_report
 from chaos.verify import compare as C
 
 # Beside the whole runs (tests/conftest.py), though it judges latency: it is made to hold beside a neighbour, and
-# under xdist the other worker's runs are one more, as on a shared CI runner. One xdist group: the module's gates
+# under xdist the other worker's runs are that neighbour, as on a shared CI runner. One xdist group: the module's gates
 # are made once, on one worker, in ~3 minutes on a quiet box: more than the suite's 300 s a test beside a busy one.
 pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("gate-beside"),
               pytest.mark.timeout(1200)]
@@ -62,15 +63,19 @@ def gates(tmp_path_factory):
     d = tmp_path_factory.mktemp("gate")
     exp = d / "gate-short.yaml"
     exp.write_text(EXPERIMENT)
-    neighbour = subprocess.Popen([sys.executable, "-m", "chaos", "selftest", "neighbour", "--cores", "1", "--seed",
-                                  "11", "--for", "600s", "--on", "6s-20s", "--off", "6s-20s"], cwd=ROOT,
-                                 stdout=subprocess.PIPE, text=True)
+    neighbour = None
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        neighbour = subprocess.Popen([sys.executable, "-m", "chaos", "selftest", "neighbour", "--cores", "1", "--seed",
+                                      "11", "--for", "600s", "--on", "6s-20s", "--off", "6s-20s"], cwd=ROOT,
+                                     stdout=subprocess.PIPE, text=True)
     try:
         same = gate("--aa", "--baseline-target", "targets/reference.yaml", str(exp), "--pairs", "5", "--seed", "7",
                     "--out", str(d / "same"), *SHORT)
     finally:
-        neighbour.send_signal(signal.SIGTERM)
-        schedule = neighbour.communicate(timeout=30)[0]
+        schedule = "the other xdist worker's whole runs"
+        if neighbour is not None:
+            neighbour.send_signal(signal.SIGTERM)
+            schedule = neighbour.communicate(timeout=30)[0]
     # the guard is the third test's: here the regression path, against runs the neighbour shared
     slower = gate("--baseline", str(d / "same"), "--candidate", "targets/builds/slower-steps.yaml", str(exp),
                   "--pairs", "1", "--out", str(d / "slower"), "--var", "SLOWDOWN=4", "--host-bound", "64", *SHORT)
@@ -89,8 +94,8 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
     assert g["candidate"] == g["baseline"] == "targets/reference.yaml"
     assert [(r["pair"], r["side"]) for r in g["runs"]] == [(k + 1, s) for k, o in enumerate(g["orders"]) for s in o]
     assert all(r["exit_code"] == 0 and r["host"]["samples"] > 0 for r in g["runs"])
-    # the neighbour ran, and the host saw it: some run had a core's worth of others at its busiest
-    assert " on at " in schedule and max(r["host"]["others_max"] for r in g["runs"]) > 0.6, schedule
+    # the neighbour ran, and the host saw it: some run had over half a core of others at its busiest
+    assert max(r["host"]["others_max"] for r in g["runs"]) > 0.6, schedule
     md = (d / "same" / "gate.md").read_text()
     assert "### The host, run by run" in md and "| gate-short | 1 |" in md and "others" in md
     assert "(A/A control)" in md and "### A/A control" in md

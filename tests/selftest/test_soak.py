@@ -1,6 +1,6 @@
 """`chaos selftest soak`: the memory judgement on series whose answer is known, the experiment it runs, and the
-short soak end to end (150 s of load, a fault every 6 s: three cycles of every family, every fault reverted, the
-records flowing, every process sampled; three cycles are too few for the memory verdict)."""
+short soak end to end (110 s of load, a fault every 6 s: two cycles of every family, every fault reverted, the
+records flowing, every process sampled; two cycles are too few for the memory verdict)."""
 
 import json
 import random
@@ -59,16 +59,16 @@ def test_a_window_without_records_is_named(tmp_path):
 @pytest.mark.beside  # judges memory and records, not time
 def test_the_short_soak_reverts_every_fault_keeps_records_flowing_and_no_process_grows(tmp_path):
     out = tmp_path / "soak.json"
-    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "soak", "--duration", "150s", "--period", "6s",
+    r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "soak", "--duration", "110s", "--period", "6s",
                         "--out", str(tmp_path / "run"), "--json", str(out)], capture_output=True, text=True,
                        timeout=600)
     doc = json.loads(out.read_text()) if out.exists() else {}
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert len(doc["families"]) == len(CYCLE) and doc["reverted"] == doc["faults"] >= 2 * len(CYCLE)
-    assert doc["quiet_windows"] == 0 and doc["windows"] >= 25 and doc["problems"] == []
-    # every long-lived process of the run was sampled all along, its peak per cycle stated (three cycles: too
+    assert doc["quiet_windows"] == 0 and doc["windows"] >= 20 and doc["problems"] == []
+    # every long-lived process of the run was sampled all along, its peak per cycle stated (two cycles: too
     # few for the memory verdict, which the long mode gives)
-    sampled = {m["name"] for m in doc["memory"] if m["samples"] >= 100 and len(m["peaks_mb"]) == 3}
+    sampled = {m["name"] for m in doc["memory"] if m["samples"] >= 80 and len(m["peaks_mb"]) == 2}
     assert {"runner", "locust", "r0", "gw", "toxiproxy"} <= sampled, doc["memory"]
     assert any(n.startswith("llm-proxy") for n in sampled), sampled
     assert "problems: none" in r.stdout and "(not judged: under 6 cycles)" in r.stdout
