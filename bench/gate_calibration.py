@@ -218,12 +218,15 @@ def main() -> int:
         with open(os.path.join(root, "results.json"), "w") as f:
             json.dump({"args": vars(a), "rows": rows}, f, indent=2)
 
-    if a.adversary:
+    def no_change(label: str) -> None:
         for i in range(repeats):
             row = gate("targets/reference.yaml", os.path.join(root, f"same-{i + 1}"), a, a.seed + i)
             rows.append({"case": "no change", **row})
             save()
-            print(line(f"no change, neighbour on in the candidate's runs {i + 1}/{repeats}", row), flush=True)
+            print(line(f"{label} {i + 1}/{repeats}", row), flush=True)
+
+    if a.adversary:
+        no_change("no change, neighbour on in the candidate's runs")
         summary(rows)
         off = rejudge(root, 64.0)
         with open(os.path.join(root, "rejudged-bound-64.json"), "w") as f:
@@ -239,11 +242,7 @@ def main() -> int:
             save()
             print(line(name, row), flush=True)
     if not a.builds_only:
-        for i in range(repeats):
-            row = gate("targets/reference.yaml", os.path.join(root, f"same-{i + 1}"), a, a.seed + i)
-            rows.append({"case": "no change", **row})
-            save()
-            print(line(f"no change {i + 1}/{repeats}", row), flush=True)
+        no_change("no change")
     summary(rows)
     print(f"\nresults: {os.path.join(root, 'results.json')}")
     return 0

@@ -50,6 +50,7 @@ faults:
 verify:
   recovery_time: {{max: 30s, window: 2s}}
 """
+XDIST_NEIGHBOUR = "the other xdist worker's whole runs"
 SHORT = ["--tolerance", "0.25", "--percentiles", "50,95", "--var", "PRESET=tiny"]
 
 
@@ -72,7 +73,7 @@ def gates(tmp_path_factory):
         same = gate("--aa", "--baseline-target", "targets/reference.yaml", str(exp), "--pairs", "5", "--seed", "7",
                     "--out", str(d / "same"), *SHORT)
     finally:
-        schedule = "the other xdist worker's whole runs"
+        schedule = XDIST_NEIGHBOUR
         if neighbour is not None:
             neighbour.send_signal(signal.SIGTERM)
             schedule = neighbour.communicate(timeout=30)[0]
@@ -94,8 +95,10 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
     assert g["candidate"] == g["baseline"] == "targets/reference.yaml"
     assert [(r["pair"], r["side"]) for r in g["runs"]] == [(k + 1, s) for k, o in enumerate(g["orders"]) for s in o]
     assert all(r["exit_code"] == 0 and r["host"]["samples"] > 0 for r in g["runs"])
-    # the neighbour ran, and the host saw it: some run had over half a core of others at its busiest
-    assert max(r["host"]["others_max"] for r in g["runs"]) > 0.6, schedule
+    # the scripted neighbour ran, and the host saw it: some run had a core's worth of others at its busiest (under
+    # xdist the neighbour is whatever the other worker runs meanwhile: nothing to hold it to)
+    if schedule != XDIST_NEIGHBOUR:
+        assert " on at " in schedule and max(r["host"]["others_max"] for r in g["runs"]) > 0.6, schedule
     md = (d / "same" / "gate.md").read_text()
     assert "### The host, run by run" in md and "| gate-short | 1 |" in md and "others" in md
     assert "(A/A control)" in md and "### A/A control" in md
@@ -111,7 +114,7 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
 
 
 def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gates, tmp_path):
-    d, same, _, _ = gates
+    d, _, _, _ = gates
     r = gate("--rejudge", str(d / "same"), "--tolerance", "0.5", "--percentiles", "50", "--out", str(tmp_path / "rj"))
     g = doc(tmp_path / "rj")
     assert r.returncode in (0, 4), r.stdout[-2000:] + r.stderr[-2000:]

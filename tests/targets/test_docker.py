@@ -34,6 +34,8 @@ def mounts() -> dict:
     return {p: p for p in sorted(paths) if os.path.exists(p)}
 
 
+@pytest.mark.slow
+@pytest.mark.beside  # a whole run on containers (~20 s), judged by state: faults reverted, none left, both served
 def test_docker_target_kill_and_pause(tmp_path):
     client = engine_or_skip()
     cmd = [sys.executable, "-m", "chaos", "reference", "serve", "--preset", "tiny", "--port", "{port}",
