@@ -31,10 +31,9 @@ MAX_METRIC_PANELS = 24
 # Journal events left off the latency figure: set-up and tear-down around the load, and the halves of a pair
 # whose other half is drawn (a fault's window is shaded from applied to reverted; fault_applying is a few ms
 # before fault_applied). A process started as a restart is kept: it is part of what a fault did.
-NOISY_EVENTS = {"run_started", "target_starting", "target_started", "process_started", "links", "links_creating", "links_created",
-                "links_up", "links_removed", "metrics_scraping", "host_sampling", "target_stopped", "run_finished",
-                "fault_applying",
-                "load_started"}
+NOISY_EVENTS = {"run_started", "target_starting", "target_started", "process_started", "links", "links_creating",
+                "links_created", "links_up", "links_removed", "metrics_scraping", "host_sampling", "target_stopped",
+                "run_finished", "fault_applying", "load_started"}
 
 
 def _rel(t, t0) -> str:

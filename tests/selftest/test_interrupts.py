@@ -42,8 +42,9 @@ def test_the_counts_name_every_problem_with_its_trial():
     assert "trial 3 (toxics SIGTERM at 1.0 s): run: left running: pid 7 (instance r0)" in text
 
 
+# With the whole runs (~90 s), not beside them: it judges nothing by time but its 60 s hang bound, and the worker
+# beside them carries the gate's runs and the soak (.ci/run's header has the two workers' sums).
 @pytest.mark.slow
-@pytest.mark.beside  # judges nothing by time but its 60 s hang bound: runs beside the whole runs
 def test_one_interruption_of_every_family_leaves_nothing_behind(tmp_path):
     out, report = tmp_path / "trials", tmp_path / "interrupts.json"
     r = subprocess.run([sys.executable, "-m", "chaos", "selftest", "interrupts", "--seed", "1", "--out", str(out),
