@@ -78,6 +78,10 @@ def target_checks(doc: Located, base: Path) -> list[str]:
                                                                        f"context of {ctx} tokens"))
         except (ImportError, KeyError):
             pass
+    if kind == "stack":
+        from ..targets.stack import check_stack
+
+        problems += [doc.problem(base + path, message) for path, message in check_stack(d, doc.file)]
     if kind == "openai":
         try:
             u = urlparse(d["base_url"])
@@ -138,7 +142,8 @@ def semantic_checks(doc: Located, target) -> list[str]:
                                                              f"({total:g}s): the fault would never run"))
         if f["type"] in ("kill_instance", "pause_instance", "server_hook") and not target.starts_processes:
             problems.append(doc.problem(("faults", i, "type"), f"{f['type']} needs a target the run starts "
-                                                               f"(reference, process, docker), not {target.kind}"))
+                                                               f"(reference, process, docker, stack), not "
+                                                               f"{target.kind}"))
         if f["type"] == "server_hook" and target.kind != "reference":
             problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
         if f["type"] == "server_hook" and not any(k in f for k in HOOKS):
@@ -155,7 +160,10 @@ def semantic_checks(doc: Located, target) -> list[str]:
         backups = ((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0)
         ids = ({f"r{k}" for k in range(target.replicas)} | {f"b{k}" for k in range(backups)}
                | ({"gw"} if target.settings.get("gateway") is not None else set()))
-        if target.kind == "reference" and isinstance(inst, str) and inst not in ("random", "all") and inst not in ids:
+        if target.kind == "stack":
+            ids = {f"r{k}" for k in range(target.replicas)} | ({"gw"} if "gateway" in target.settings else set())
+        if target.kind in ("reference", "stack") and isinstance(inst, str) and inst not in ("random", "all") \
+                and inst not in ids:
             problems.append(doc.problem(("faults", i, "instance"), f"no instance {inst!r}; this target has "
                                                                    f"{', '.join(sorted(ids))}"))
         if isinstance(inst, int) and inst >= target.replicas:

@@ -38,7 +38,7 @@ class TargetSpec:
 
     @property
     def starts_processes(self) -> bool:
-        return self.kind in ("reference", "process", "docker")
+        return self.kind in ("reference", "process", "docker", "stack")
 
 
 @dataclass(slots=True)

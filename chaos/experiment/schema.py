@@ -113,6 +113,9 @@ GATEWAY = _obj({
     "backup": _obj({"replicas": integer(1, 8), "preset": PRESET}),
 }, description="a resilient gateway in front of the replicas; the load goes through it")
 
+METRICS_PATH = {"type": "string", "pattern": "^/",
+                "description": "where each instance serves Prometheus text, from the root of its host (default "
+                               "/metrics, not under the API's base path)"}
 COMMAND = {"description": "command line; {port} and {replica} are filled in",
            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 ENV = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -126,6 +129,36 @@ LIMITS = _obj({"requests_per_minute": integer(1, 1_000_000_000, "requests the ke
               description="the vendor's limits for this key: a load against this target is capped to them "
                           "(users, arrival rate, max_tokens, a pause between a user's requests)")
 
+KEY_ENV = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 128,
+           "description": "the NAME of the environment variable that holds the API key"}
+ENGINES = ("reference", "vllm", "llama.cpp", "llama-cpp-python", "sglang", "ollama", "litellm", "envoy", "nginx",
+           "other")
+
+
+def _stack_part(gateway: bool) -> dict:
+    props = {"command": {**COMMAND, "description": "command line; {port}, {replica}, {id}, {run_dir}, {python} (the "
+                                                   "toolkit's interpreter) and the gateway's {config} are filled in"},
+             "health_path": {"type": "string", "pattern": "^/"}, "metrics_path": METRICS_PATH,
+             "metrics_key_env": {**KEY_ENV, "description": "the NAME of the variable whose value its /metrics "
+                                                           "wants as a bearer key (LiteLLM's master key)"},
+             "engine": {"enum": list(ENGINES), "description": "what runs there: how its errors and metrics read"},
+             "env": ENV,
+             "secrets": {"type": "array", "maxItems": 32, "uniqueItems": True,
+                         "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                         "description": "NAMES of variables this part needs: must be set, passed to its processes "
+                                        "only, written nowhere"},
+             "files": {"type": "array", "maxItems": 64, "items": {"type": "string"},
+                       "description": "files that must exist before anything starts (a model, a binary)"},
+             "build": {"type": "string", "description": "the command that makes the missing files (said in errors)"},
+             "api_base": {"type": "string", "pattern": "^/", "description": "its OpenAI API's base path (/v1)"}}
+    if gateway:
+        props |= {"config": {"type": "string", "description": "a Jinja template of the gateway's config, relative "
+                                                              "to this file, rendered with the replicas' addresses"},
+                  "routing_delay": duration(maximum=3600)}
+    return _obj(props, ["command"], "the gateway in front of the replicas; the load goes through it" if gateway
+                else "how each replica is started")
+
+
 TARGET_KINDS = {
     "reference": _obj({"kind": {"const": "reference"}, **COMMON_TARGET,
               "replicas": integer(1, 16), "preset": PRESET,
@@ -138,24 +171,30 @@ TARGET_KINDS = {
              ["kind"], "replicas of the bundled reference server, each its own process group"),
     "process": _obj({"kind": {"const": "process"}, **COMMON_TARGET, "command": COMMAND,
               "replicas": integer(1, 16),
-              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"},
+              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"}, "metrics_path": METRICS_PATH,
               "env": ENV, "startup_timeout": STARTUP},
              ["kind", "command"], "any command that serves an OpenAI-compatible API on {port}"),
     "docker": _obj({"kind": {"const": "docker"}, **COMMON_TARGET, "image": {"type": "string"},
               "command": COMMAND, "replicas": integer(1, 16),
-              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"},
+              "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"}, "metrics_path": METRICS_PATH,
               "env": ENV,
               "volumes": {"type": "object", "additionalProperties": {"type": "string"},
                           "description": "host path: container path, mounted read-only"},
               "docker_host": {"type": "string"}, "startup_timeout": STARTUP},
              ["kind", "image"], "containers run with --network host through the docker SDK"),
+    "stack": _obj({"kind": {"const": "stack"}, **COMMON_TARGET, "replicas": integer(1, 16),
+              "model": {"type": "string", "description": "the model name clients ask the stack for"},
+              "api_key_env": KEY_ENV, "startup_timeout": STARTUP,
+              "replica": _stack_part(False), "gateway": _stack_part(True)},
+             ["kind", "model", "replica"], "a user's stack: replicas of any command, optionally a gateway of any "
+                                           "command in front (its config rendered from the replicas' addresses)"),
     "openai": _obj({"kind": {"const": "openai"}, **COMMON_TARGET,
               "base_url": {"type": "string", "pattern": "^https?://",
                            "description": "an http:// or https:// URL ending in /v1 (Ark: /api/v3)"},
               "model": {"type": "string"},
               "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "maxLength": 128,
                               "description": "the NAME of the environment variable that holds the API key"},
-              "allow_remote": ALLOW_REMOTE, "limits": LIMITS},
+              "allow_remote": ALLOW_REMOTE, "limits": LIMITS, "metrics_path": METRICS_PATH},
              ["kind", "base_url", "model"], "a remote OpenAI-compatible endpoint"),
 }
 

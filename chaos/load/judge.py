@@ -64,6 +64,11 @@ def judge_stream(state: StreamState, rec: RequestRecord, req) -> None:
         rec.outcome, rec.error_code, rec.error = "stream_error", "malformed_chunk", state.malformed
     elif not state.done:
         rec.outcome, rec.error_code, rec.error = "stream_error", "no_done", "the stream ended without [DONE]"
+    elif state.finish_reason is None:
+        # 200 and [DONE], yet no choice ever said why it ended: a stream cut short that claims to be whole
+        # (llama-cpp-python's server does this to 15 of 16 concurrent streams by default).
+        rec.outcome, rec.error_code = "stream_error", "no_finish_reason"
+        rec.error = "the stream ended with [DONE] but no finish_reason: cut short by the server"
     elif req.expect_json:
         check_json(state.text, rec)
     if rec.outcome in ("ok", "bad_output"):  # a whole answer: describe it (cut or failed ones are not outputs)

@@ -28,7 +28,8 @@ COUNTER_WORDS = {
     "generation_tokens_total": "tokens generated", "gw_served_total": "streams served",
     "gw_retries_total": "retries", "gw_retries_denied_total": "retries denied", "gw_fallbacks_total": "fallbacks",
     "gw_rejected_total": "rejected", "gw_passed_up_total": "errors passed up",
-    "gw_midstream_failures_total": "midstream failures",
+    "gw_midstream_failures_total": "midstream failures", "gw_upstream_failures_total": "failed calls to replicas",
+    "gw_cooldowns_total": "cooldowns",
 }
 
 

@@ -1,7 +1,8 @@
 """Server evidence: every instance's Prometheus /metrics, scraped through the run into RUN_DIR/metrics.jsonl.
 
-A daemon thread GETs `inst.url + "/metrics"` of every instance (replicas, backups, the gateway) every `interval`
-seconds and appends one JSON line per instance per scrape, flushed at once so a killed run keeps what it had:
+A daemon thread GETs every instance's `metrics_url` (replicas, backups, the gateway: `/metrics` at the root of
+its host, or the path its target file names) every `interval` seconds and appends one JSON line per instance per
+scrape, flushed at once so a killed run keeps what it had:
 
     {"t": epoch, "instance": "r0", "ok": true, "values": {"running": 3.0, "kv_usage": 0.41, ...}}
     {"t": epoch, "instance": "r1", "ok": false, "values": {}, "error": "connection refused"}
@@ -11,11 +12,14 @@ exception: a killed or paused replica is evidence. An instance that has never an
 (a vendor: 404, HTML, JSON) is given up after GIVE_UP consecutive failures: one last line carries
 "unavailable": true and the reason, and it is scraped no more.
 
-Keys (short and stable; a name list means the first that exists, older vLLM names after newer ones):
+Keys (short and stable; a name list means the first that exists: older vLLM names after newer ones, then other
+engines' names for the same thing: llama.cpp's server with --metrics, LiteLLM's proxy with its prometheus callback):
 
     key                         Prometheus sample(s)                         meaning
-    running                     vllm:num_requests_running (sum)              requests in the running batch
-    waiting                     vllm:num_requests_waiting (sum)              requests queued for a slot
+    running                     vllm:num_requests_running (sum),             requests in the running batch
+                                llamacpp:requests_processing
+    waiting                     vllm:num_requests_waiting (sum),             requests queued for a slot
+                                llamacpp:requests_deferred
     kv_usage                    vllm:kv_cache_usage_perc,                    KV-cache blocks in use, 0-1 (max)
                                 vllm:gpu_cache_usage_perc
     preemptions_total           vllm:num_preemptions_total                   sequences preempted for KV blocks
@@ -23,14 +27,18 @@ Keys (short and stable; a name list means the first that exists, older vLLM name
                                 vllm:gpu_prefix_cache_hits_total
     prefix_cache_queries_total  vllm:prefix_cache_queries_total,             prompt tokens looked up there
                                 vllm:gpu_prefix_cache_queries_total
-    prompt_tokens_total         vllm:prompt_tokens_total                     prompt tokens computed
-    generation_tokens_total     vllm:generation_tokens_total                 tokens generated
+    prompt_tokens_total         vllm:prompt_tokens_total,                    prompt tokens computed
+                                llamacpp:prompt_tokens_total
+    generation_tokens_total     vllm:generation_tokens_total,                tokens generated
+                                llamacpp:tokens_predicted_total
     requests_ok_total           vllm:request_success_total (sum of reasons)  requests finished
     http_errors_total           chaos:http_errors_total (sum)                error answers (reference server)
-    gw_in_flight                gateway:in_flight                            requests the gateway is serving
+    gw_in_flight                gateway:in_flight,                           requests the gateway is serving
+                                litellm_in_flight_requests
     gw_queue_depth              gateway:queue_depth                          requests waiting for a gateway slot
     gw_cache_entries            gateway:cache_entries                        answers kept for the cache fallback
-    gw_served_total             gateway:served_total (sum of pools)          streams served
+    gw_served_total             gateway:served_total (sum of pools),         streams served (LiteLLM: requests
+                                litellm_proxy_total_requests_metric_total    answered, failed ones included)
     gw_retries_total            gateway:retries_total                        retried attempts
     gw_retries_denied_total     gateway:retries_denied_total                 retries the retry budget refused
     gw_fallbacks_total          gateway:fallbacks_total (sum of paths)       requests served by backup or cache
@@ -39,9 +47,12 @@ Keys (short and stable; a name list means the first that exists, older vLLM name
     gw_midstream_failures_total gateway:midstream_failures_total             upstream failures after streaming began
     gw_upstreams_up             gateway:upstream_up (sum)                    replicas picked for traffic
     gw_ejected                  gateway:upstream_up{state="ejected"} (count) replicas ejected now
+    gw_upstream_failures_total  litellm_deployment_failure_responses_total   failed calls to a replica (LiteLLM)
+    gw_cooldowns_total          litellm_deployment_cooled_down_total         replicas cooled down (LiteLLM)
     up.<replica>                gateway:upstream_up{replica=...}             1 when that replica takes traffic
     breaker.<replica>           gateway:breaker_state{replica=...}           0 closed, 1 half-open, 2 open
     outstanding.<replica>       gateway:upstream_outstanding{replica=...}    requests in flight on that replica
+    state.<model_id>            litellm_deployment_state{model_id=...}       0 healthy, 1 partial, 2 complete outage
 
 Counters keep Prometheus' _total suffix, so a reader knows to take their rate. Every other numeric sample goes
 in as `name{labels}`, at most EXTRA_CAP of them a line (in exposition order; histogram buckets and *_created
@@ -71,21 +82,21 @@ FINAL_TIMEOUT = 2.0  # the last scrape (kept whole as metrics-ID.txt) may take a
 
 # key -> (sample names, aggregate over label sets)
 KEYS: dict[str, tuple[tuple[str, ...], str]] = {
-    "running": (("vllm:num_requests_running",), "sum"),
-    "waiting": (("vllm:num_requests_waiting",), "sum"),
+    "running": (("vllm:num_requests_running", "llamacpp:requests_processing"), "sum"),
+    "waiting": (("vllm:num_requests_waiting", "llamacpp:requests_deferred"), "sum"),
     "kv_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "max"),
     "preemptions_total": (("vllm:num_preemptions_total",), "sum"),
     "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"), "sum"),
     "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
                                    "sum"),
-    "prompt_tokens_total": (("vllm:prompt_tokens_total",), "sum"),
-    "generation_tokens_total": (("vllm:generation_tokens_total",), "sum"),
+    "prompt_tokens_total": (("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"), "sum"),
+    "generation_tokens_total": (("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"), "sum"),
     "requests_ok_total": (("vllm:request_success_total",), "sum"),
     "http_errors_total": (("chaos:http_errors_total",), "sum"),
-    "gw_in_flight": (("gateway:in_flight",), "sum"),
+    "gw_in_flight": (("gateway:in_flight", "litellm_in_flight_requests"), "sum"),
     "gw_queue_depth": (("gateway:queue_depth",), "sum"),
     "gw_cache_entries": (("gateway:cache_entries",), "sum"),
-    "gw_served_total": (("gateway:served_total",), "sum"),
+    "gw_served_total": (("gateway:served_total", "litellm_proxy_total_requests_metric_total"), "sum"),
     "gw_retries_total": (("gateway:retries_total",), "sum"),
     "gw_retries_denied_total": (("gateway:retries_denied_total",), "sum"),
     "gw_fallbacks_total": (("gateway:fallbacks_total",), "sum"),
@@ -93,10 +104,13 @@ KEYS: dict[str, tuple[tuple[str, ...], str]] = {
     "gw_passed_up_total": (("gateway:passed_up_total",), "sum"),
     "gw_midstream_failures_total": (("gateway:midstream_failures_total",), "sum"),
     "gw_upstreams_up": (("gateway:upstream_up",), "sum"),
+    "gw_upstream_failures_total": (("litellm_deployment_failure_responses_total",), "sum"),
+    "gw_cooldowns_total": (("litellm_deployment_cooled_down_total",), "sum"),
 }
 # prefix -> (sample name, the label whose value completes the key)
 PER_LABEL = {"up.": ("gateway:upstream_up", "replica"), "breaker.": ("gateway:breaker_state", "replica"),
-             "outstanding.": ("gateway:upstream_outstanding", "replica")}
+             "outstanding.": ("gateway:upstream_outstanding", "replica"),
+             "state.": ("litellm_deployment_state", "model_id")}
 PER_LABEL_CAP = 64  # per-replica keys: bounded by the pool, and by this should a vendor reuse the names
 _BY_NAME = {n: key for key, (names, _) in KEYS.items() for n in names}
 _PER_LABEL_NAMES = {name for name, _ in PER_LABEL.values()}
@@ -163,10 +177,10 @@ class Fetched:
     text: str | None = None
 
 
-def fetch(url: str, timeout: float) -> Fetched:
+def fetch(url: str, timeout: float, headers: dict | None = None) -> Fetched:
     """One GET of url, parsed. Never raises: a failure is Fetched(ok=False, error=why)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as r:
             body = r.read(MAX_BODY + 1)
     except urllib.error.HTTPError as e:
         return Fetched(False, error=f"HTTP {e.code}")
@@ -250,12 +264,13 @@ class Scraper:
         asked, results = {}, {}
         for inst in self.instances():
             st = self.states.setdefault(inst.id, InstanceState())
-            if not st.available:
+            if not st.available or inst.metrics_url is None:
                 continue
             if inst.id in self._busy and not self._busy[inst.id].done():
                 results[inst.id] = Fetched(False, error="still answering the previous scrape")
                 continue
-            asked[inst.id] = self._busy[inst.id] = self._pool.submit(fetch, inst.url + "/metrics", timeout)
+            asked[inst.id] = self._busy[inst.id] = self._pool.submit(fetch, inst.metrics_url, timeout,
+                                                                     inst.metrics_headers())
         # urllib's timeout is per socket operation: a server trickling its answer could take longer, so wait
         # a bounded time and count whatever has not answered by then as a failure of this scrape.
         done, _ = wait(list(asked.values()), timeout=2 * timeout + 0.5)
@@ -323,6 +338,7 @@ def start_for_run(run, load_duration: float, allowance: float) -> Scraper | None
     scraper = Scraper(run.target.all_instances, run.run_dir, clock=run.now, interval=interval,
                       max_duration=load_duration + allowance + 300.0, scrub=run.public)
     run.journal.write("metrics_scraping", interval=scraper.interval, file=METRICS_FILE,
-                      instances=[{"id": i.id, "url": i.url} for i in run.target.all_instances()])
+                      instances=[{"id": i.id, "url": i.url, "metrics": i.metrics_url}
+                                 for i in run.target.all_instances()])
     scraper.start()
     return scraper

@@ -7,7 +7,7 @@ recovery cannot be judged.
 
 from __future__ import annotations
 
-STARTUP_ESTIMATE_S = {"reference": 15.0, "process": 15.0, "docker": 20.0}
+STARTUP_ESTIMATE_S = {"reference": 15.0, "process": 15.0, "docker": 20.0, "stack": 20.0}
 ROUTING_ESTIMATE_S = 10.0  # the gateway's health probe and ejection, then a few requests
 
 

@@ -151,8 +151,11 @@ def save_metrics(target, run_dir: str) -> list[str]:
     what the engine did under the faults."""
     notes = []
     for inst in target.all_instances():
+        if inst.metrics_url is None:
+            continue
         try:
-            with urllib.request.urlopen(inst.url + "/metrics", timeout=2) as r:
+            req = urllib.request.Request(inst.metrics_url, headers=inst.metrics_headers())
+            with urllib.request.urlopen(req, timeout=2) as r:
                 text = r.read().decode(errors="replace")
         except OSError:
             continue

@@ -1,4 +1,4 @@
-"""Targets: the systems under test a run starts (reference, process, docker) or reaches (openai)."""
+"""Targets: the systems under test a run starts (reference, process, docker, a user's stack) or reaches (openai)."""
 
 from .base import Instance, Target, TargetError
 
@@ -13,6 +13,9 @@ def make_target(spec, out_dir: str) -> Target:
     if spec.kind == "docker":
         from .docker import DockerTarget
         return DockerTarget(spec, out_dir)
+    if spec.kind == "stack":
+        from .stack import StackTarget
+        return StackTarget(spec, out_dir)
     if spec.kind == "openai":
         from .openai import OpenAITarget
         return OpenAITarget(spec, out_dir)

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 import psutil
 
@@ -52,6 +53,22 @@ class Instance:
     log_path: str | None = None
     engine: str | None = None  # the Docker engine holding the container
     up_since: float | None = None  # when its last health wait passed (target.clock; a restart sets it anew)
+    metrics_path: str | None = "/metrics"  # from the URL's root, where engines serve it; None: it serves none
+    metrics_key_env: str | None = None  # the variable holding the bearer key its /metrics asks for (LiteLLM's)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Prometheus text: at the root of the instance's host, not under an API base path (vLLM, llama.cpp's
+        server and LiteLLM serve /metrics there; asking base_url + /metrics got vLLM's 404)."""
+        if self.metrics_path is None:
+            return None
+        u = urlparse(self.url)
+        return f"{u.scheme}://{u.netloc}{self.metrics_path}"
+
+    def metrics_headers(self) -> dict:
+        """Read at each scrape from the environment, so the key is in no object a journal or report is made of."""
+        key = os.environ.get(self.metrics_key_env) if self.metrics_key_env else None
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
@@ -209,12 +226,15 @@ class Target:
                 "instances": [i.journal() for i in self.all_instances()]}
 
 
-def spawn(cmd: list[str], log_path: str, env: dict | None = None) -> tuple[subprocess.Popen, float]:
-    """Start cmd in its own session (a process group we can signal whole); (proc, create_time)."""
+def spawn(cmd: list[str], log_path: str, env: dict | None = None,
+          withhold: tuple[str, ...] = ()) -> tuple[subprocess.Popen, float]:
+    """Start cmd in its own session (a process group we can signal whole); (proc, create_time). `withhold`: names
+    of variables it must not inherit (another process's secrets)."""
+    full = {k: v for k, v in os.environ.items() if k not in withhold}
     log = open(log_path, "ab")
     try:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, **(env or {})})
+                                start_new_session=True, env={**full, **(env or {})})
     except FileNotFoundError:
         raise TargetError(f"command not found: {cmd[0]!r}; check the target's command") from None
     except PermissionError:

@@ -45,7 +45,8 @@ class DockerTarget(Target):
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"d{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"container-d{i}.log")))
+                                           log_path=os.path.join(out_dir, f"container-d{i}.log"),
+                                           metrics_path=spec.settings.get("metrics_path", "/metrics")))
 
     def _client(self):
         if self.client is None:

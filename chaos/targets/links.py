@@ -69,7 +69,7 @@ def wanted_links(exp) -> dict[str, set[str]]:
 
 def link_names(target_settings: dict, kind: str, replicas: int) -> list[str]:
     """The link names a target offers (for validation): client and each instance's id."""
-    prefix = {"reference": "r", "process": "p", "docker": "d"}.get(kind)
+    prefix = {"reference": "r", "process": "p", "docker": "d", "stack": "r"}.get(kind)
     names = ["client"] + ([f"{prefix}{i}" for i in range(replicas)] if prefix else [])
     g = target_settings.get("gateway") if kind == "reference" else None
     if g is not None:

@@ -32,7 +32,8 @@ class OpenAITarget(Target):
         # The id is what journals and reports show: host and port only, never anything from userinfo.
         host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname
         base = f"{u.scheme}://{host}{f':{u.port}' if u.port else ''}{u.path}".rstrip("/")
-        self.instances.append(Instance(0, f"{host}:{port}", base, port))
+        self.instances.append(Instance(0, f"{host}:{port}", base, port,
+                                       metrics_path=s.get("metrics_path", "/metrics")))
 
     def _headers(self) -> dict:
         if not self.api_key_env:

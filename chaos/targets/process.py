@@ -17,7 +17,8 @@ class ProcessTarget(Target):
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"p{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"process-p{i}.log")))
+                                           log_path=os.path.join(out_dir, f"process-p{i}.log"),
+                                           metrics_path=spec.settings.get("metrics_path", "/metrics")))
 
     def command(self, inst: Instance) -> list[str]:
         cmd = self.spec.settings["command"]

@@ -15,11 +15,11 @@ import time
 
 class ScriptedServer:
     def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0,
-                 odd=None, odd_at=0, finish=None, on_chunk=None, script=None):
+                 odd=None, odd_at=0, finish="stop", on_chunk=None, script=None):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
         self.terminator_delay = terminator_delay  # the chunked end marker as a later write, as uvicorn does
         self.odd, self.odd_at = odd, odd_at  # a chunk object sent in place of content piece odd_at (-1: the usage)
-        self.finish = finish  # the last content chunk's finish_reason
+        self.finish = finish  # the last content chunk's finish_reason (None: a stream that never says why it ended)
         self.on_chunk = on_chunk  # called (in the server's thread) with the index of each content chunk written
         # (mode, x-chaos-fault value, a list of them, or None) for the 1st, 2nd, ... generation request, as a fault proxy in front
         # would answer them; past its end, mode and no header

@@ -82,6 +82,15 @@ def test_timings_agree_with_a_server_whose_delays_we_control(tmp_path):
     assert all(r.output_tokens == 6 and r.chunks == 6 and r.served_by == "scripted-1" for r in records)
 
 
+def test_a_stream_that_ends_with_done_but_no_finish_reason_is_a_stream_error(tmp_path):
+    """200 and [DONE] with no finish_reason anywhere: llama-cpp-python's server cuts concurrent streams short so."""
+    with ScriptedServer("ok", gap=0.01, finish=None) as srv:
+        _, records = run(srv.url, fixed(1, 10.0, max_requests=2), tmp_path,
+                         timeouts=Timeouts(connect=2, first_token=1.0, total=5))
+    assert records and all(r.status == 200 and r.outcome == "stream_error" and r.error_code == "no_finish_reason"
+                           for r in records), records
+
+
 @pytest.mark.parametrize("mode,outcome,code", [
     ("http429", "http_error", "rate_limit_exceeded"),
     ("reset_early", "reset", None),

@@ -204,6 +204,13 @@ class Inst:
     id: str
     url: str
 
+    @property
+    def metrics_url(self) -> str:
+        return self.url + "/metrics"
+
+    def metrics_headers(self) -> dict:
+        return {}
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -1,0 +1,251 @@
+"""A user's own stack: a gateway of any command (LiteLLM, Envoy, nginx, the bundled one) in front of replicas of
+any command (vLLM, llama.cpp's server, SGLang, the bundled server).
+
+The gateway's config is rendered from a Jinja template the target file names, with each replica's address: the
+address of its link when a fault sits between the gateway and it, so "stall the stream from r1" puts the LLM proxy
+on exactly that hop. Every process is started in its own session (a kill takes its whole group: vLLM's engine
+processes outlive its API server otherwise), health-checked, journaled the moment it exists and stopped by the run.
+
+Secrets: the variables a part lists under `secrets:` must be set, reach that part's processes only (every other
+process the run starts is spawned without them), and never reach a file the run writes: the template is rendered
+without the environment, and a rendered config that holds a secret's value is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from ..common import parse_duration
+from .base import Instance, Target, TargetError, free_port, spawn
+
+CONFIG_NAME = "gateway-config"  # RUN_DIR/gateway-config.<ext>: the rendered template, as the gateway read it
+FAKE_PORT0 = 61001  # the sentinel ports a template is checked with before any port is taken
+
+
+@dataclass(slots=True)
+class Part:
+    """One role of the stack, as the target file's `replica:` or `gateway:` mapping says it."""
+
+    command: list[str]
+    health_path: str = "/health"
+    metrics_path: str = "/metrics"
+    engine: str = "other"  # how its errors and metrics read (docs/engines.md)
+    env: dict = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    build: str = ""  # the command that makes what `files` and the command need (said when they are missing)
+    config: str | None = None  # the gateway's template, relative to the target file
+    api_base: str = "/v1"  # the OpenAI API's base path on this part, for a template's api_base
+    routing_delay: float = 0.0
+    metrics_key_env: str | None = None  # its /metrics wants this variable's value as a bearer key
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Part:
+        cmd = d["command"]
+        return cls(command=shlex.split(cmd) if isinstance(cmd, str) else list(cmd),
+                   health_path=d.get("health_path", "/health"), metrics_path=d.get("metrics_path", "/metrics"),
+                   engine=d.get("engine", "other"), env=dict(d.get("env") or {}),
+                   secrets=tuple(d.get("secrets") or ()), files=tuple(d.get("files") or ()),
+                   build=d.get("build", ""), config=d.get("config"), api_base=d.get("api_base", "/v1"),
+                   routing_delay=parse_duration(d.get("routing_delay", 0)),
+                   metrics_key_env=d.get("metrics_key_env"))
+
+
+def template_path(target_file: str, config: str) -> str:
+    return config if os.path.isabs(config) else os.path.join(os.path.dirname(os.path.abspath(target_file)), config)
+
+
+def replica_context(inst: Instance, url: str, api_base: str) -> dict:
+    u = urlparse(url)
+    return {"id": inst.id, "index": inst.index, "host": u.hostname, "port": u.port, "url": url.rstrip("/"),
+            "api_base": url.rstrip("/") + api_base}
+
+
+def render(template_file: str, replicas: list[dict], model: str, port: int) -> str:
+    """The gateway's config from its template; raises TargetError naming the template and the line."""
+    import jinja2
+
+    try:
+        with open(template_file) as f:
+            text = f.read()
+    except OSError as e:
+        raise TargetError(f"cannot read the gateway's config template {template_file}: {e.strerror}") from None
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    try:
+        return env.from_string(text).render(replicas=replicas, model=model, port=port)
+    except jinja2.TemplateSyntaxError as e:
+        raise TargetError(f"{template_file}:{e.lineno}: the gateway's config template does not parse: "
+                          f"{e.message}") from None
+    except jinja2.UndefinedError as e:
+        raise TargetError(f"{template_file}: {e.message}; a template has replicas (each with id, index, host, "
+                          f"port, url, api_base), model and port") from None
+
+
+def check_rendered(template_file: str, text: str, replicas: list[dict]) -> None:
+    """Every replica's address is in the config, and a YAML or JSON config parses."""
+    missing = [r["id"] for r in replicas if f"{r['host']}:{r['port']}" not in text]
+    if missing:
+        what = "no replica" if len(missing) == len(replicas) else f"not {', '.join(missing)}"
+        raise TargetError(f"{template_file}: the rendered config names {what}: loop over `replicas` and write "
+                          f"each one's {{{{ r.api_base }}}} (or host and port) where the gateway lists its "
+                          f"upstreams")
+    name = template_file.removesuffix(".j2").removesuffix(".jinja")
+    try:
+        if name.endswith((".yaml", ".yml")):
+            import yaml
+            yaml.safe_load(text)
+        elif name.endswith(".json"):
+            json.loads(text)
+    except (ValueError, Exception) as e:  # yaml's errors are not ValueErrors
+        mark = getattr(e, "problem_mark", None)
+        where = f" (rendered line {mark.line + 1})" if mark is not None else ""
+        raise TargetError(f"{template_file}: the rendered config does not parse{where}: "
+                          f"{str(e).splitlines()[0]}") from None
+
+
+def config_suffix(template_file: str) -> str:
+    name = os.path.basename(template_file).removesuffix(".j2").removesuffix(".jinja")
+    return os.path.splitext(name)[1] or ".conf"
+
+
+def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
+    """Before anything starts: (path in the target mapping, problem) for each missing file or command and a
+    template that does not render, parse or name every replica."""
+    problems = []
+    for role in ("replica", "gateway"):
+        if role not in d:
+            continue
+        part = Part.from_dict(d[role])
+        hint = f"; build it with {part.build}" if part.build else ""
+        exe = part.command[0] if part.command else ""
+        if "/" in exe and not os.path.exists(exe):
+            problems.append(((role, "command"), f"{exe} does not exist{hint}"))
+        elif "/" not in exe and not exe.startswith("{") and shutil.which(exe) is None:
+            problems.append(((role, "command"), f"command not found: {exe!r}{hint}"))
+        for i, path in enumerate(part.files):
+            if not os.path.exists(path):
+                problems.append(((role, "files", i), f"{path} does not exist{hint}"))
+        if role == "gateway" and part.config is not None:
+            tpl = template_path(target_file, part.config)
+            reps = [{"id": f"r{i}", "index": i, "host": "127.0.0.1", "port": FAKE_PORT0 + i,
+                     "url": f"http://127.0.0.1:{FAKE_PORT0 + i}",
+                     "api_base": f"http://127.0.0.1:{FAKE_PORT0 + i}{Part.from_dict(d['replica']).api_base}"}
+                    for i in range(int(d.get("replicas", 1)))]
+            try:
+                check_rendered(tpl, render(tpl, reps, d.get("model", ""), FAKE_PORT0 - 1), reps)
+            except TargetError as e:
+                problems.append(((role, "config"), str(e)))
+    return problems
+
+
+class StackTarget(Target):
+    kind = "stack"
+
+    def __init__(self, spec, out_dir):
+        super().__init__(spec, out_dir)
+        s = spec.settings
+        self.model = s["model"]
+        self.api_key_env = s.get("api_key_env")
+        self.replica_part = Part.from_dict(s["replica"])
+        self.gateway_part = Part.from_dict(s["gateway"]) if "gateway" in s else None
+        for i in range(spec.replicas):
+            port = free_port()
+            self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
+                                           log_path=os.path.join(out_dir, f"replica-r{i}.log"),
+                                           metrics_path=self.replica_part.metrics_path,
+                                           metrics_key_env=self.replica_part.metrics_key_env))
+        self.gateway: Instance | None = None
+        self.config_path: str | None = None
+        if self.gateway_part is not None:
+            port = free_port()
+            self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
+                                    log_path=os.path.join(out_dir, "gateway.log"),
+                                    metrics_path=self.gateway_part.metrics_path,
+                                    metrics_key_env=self.gateway_part.metrics_key_env)
+            if self.gateway_part.config is not None:
+                tpl = template_path(spec.source, self.gateway_part.config)
+                self.config_path = os.path.join(out_dir, CONFIG_NAME + config_suffix(tpl))
+        missing = [n for p in self.parts() for n in p.secrets if not os.environ.get(n)]
+        if missing:
+            raise TargetError(f"the stack needs {', '.join(sorted(set(missing)))} in the environment (its secrets: "
+                              f"passed to the processes that list them, written nowhere); export it first")
+
+    def parts(self) -> list[Part]:
+        return [self.replica_part] + ([self.gateway_part] if self.gateway_part else [])
+
+    def part_of(self, inst: Instance) -> Part:
+        return self.gateway_part if inst is self.gateway else self.replica_part
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.front(self.gateway)] if self.gateway else [self.front(i) for i in self.instances]
+
+    def all_instances(self) -> list[Instance]:
+        return self.instances + ([self.gateway] if self.gateway else [])
+
+    def health_url(self, inst: Instance) -> str:
+        return inst.url + self.part_of(inst).health_path
+
+    def routing_delay(self) -> float:
+        return self.gateway_part.routing_delay if self.gateway_part else 0.0
+
+    def command(self, inst: Instance) -> list[str]:
+        fill = {"{port}": str(inst.port), "{replica}": str(inst.index), "{id}": inst.id,
+                "{config}": self.config_path or "", "{run_dir}": self.out_dir, "{python}": sys.executable}
+        out = []
+        for p in self.part_of(inst).command:
+            for k, v in fill.items():
+                p = p.replace(k, v)
+            out.append(p)
+        return out
+
+    def render_config(self) -> None:
+        """The gateway's config, with each replica reached through its link where it has one."""
+        g = self.gateway_part
+        tpl = template_path(self.spec.source, g.config)
+        reps = [replica_context(i, self.front(i), self.replica_part.api_base) for i in self.instances]
+        text = render(tpl, reps, self.model, self.gateway.port)
+        check_rendered(tpl, text, reps)
+        for name in (n for p in self.parts() for n in p.secrets):
+            value = os.environ.get(name)
+            if value and len(value) >= 4 and value in text:
+                raise TargetError(f"{tpl}: the rendered config holds the value of ${name}; refer to it the way "
+                                  f"the gateway reads its environment (LiteLLM: os.environ/{name}) so no file "
+                                  f"the run writes holds it")
+        with open(self.config_path, "w") as f:
+            f.write(text)
+
+    def _env(self, part: Part) -> tuple[dict, tuple[str, ...]]:
+        """The part's env, and the secrets of the other parts, which its processes must not see."""
+        others = {n for p in self.parts() if p is not part for n in p.secrets} - set(part.secrets)
+        return part.env, tuple(sorted(others))
+
+    def start_instance(self, inst: Instance) -> None:
+        env, withheld = self._env(self.part_of(inst))
+        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, env, withhold=withheld)
+        inst.pid = inst.proc.pid
+        inst.state = "starting"
+        self.on_spawn(inst)
+
+    def up(self, should_stop=lambda: False) -> None:
+        for inst in self.instances:
+            self.start_instance(inst)
+        self.wait_all_healthy(self.instances, should_stop)
+        if self.gateway is not None:
+            if self.config_path is not None:
+                self.render_config()
+            self.start_instance(self.gateway)
+            self.wait_healthy(self.gateway, self.spec.startup_timeout, should_stop)
+
+    def describe(self) -> dict:
+        out = super().describe()
+        out["engines"] = {i.id: self.part_of(i).engine for i in self.all_instances()}
+        if self.config_path:
+            out["gateway_config"] = os.path.basename(self.config_path)
+        return out

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build real engines and gateways, each into a folder of its own under ENGINES (default .engines/ in the project),
+# from the registries' packages and locally made files only: nothing is downloaded from a model hub. They are never
+# dependencies of llm-chaos; targets/stacks/*.yaml and targets/engines/*.yaml start them from there.
+#
+# Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | all
+#   litellm     LiteLLM's proxy (litellm[proxy] 1.106.12) in a virtualenv: ENGINES/litellm/bin/litellm
+#   llama-cpp   llama.cpp's own llama-server, built with cmake from the source the llama-cpp-python sdist
+#               carries, and a tiny GGUF model made here: ENGINES/llama-cpp/bin/llama-server, ENGINES/models/tiny.gguf
+# Each is skipped when its result is already there (delete its folder to rebuild); a build that fails says why on
+# stderr, leaves ENGINES/NAME.failed with its log's last lines, and exits 1. CI keeps ENGINES between runs where the
+# machine is kept (docs/engines.md has the times).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+engines=${ENGINES:-$here/.engines}
+py=${PYTHON:-python3}
+mkdir -p "$engines"
+
+log_fail() {  # NAME LOG: say why, keep the tail, fail
+  { echo "building $1 failed; the last lines of $2:"; tail -n 20 "$2"; } | tee "$engines/$1.failed" >&2
+  exit 1
+}
+
+build_litellm() {
+  local dir=$engines/litellm log=$engines/litellm.log
+  if [ -x "$dir/bin/litellm" ]; then echo "litellm: already at $dir"; return; fi
+  rm -f "$engines/litellm.failed"
+  echo "litellm: installing litellm[proxy]==1.106.12 (and prometheus-client, for its /metrics) into $dir (about 2 minutes)"
+  # 1.106.12: 1.107.0 was reported compromised, and 1.110's proxy extra needs a package the registry lacks.
+  { "$py" -m venv "$dir" && "$dir/bin/pip" install --quiet --disable-pip-version-check \
+      'litellm[proxy]==1.106.12' 'prometheus-client>=0.20'; } >"$log" 2>&1 || { rm -rf "$dir"; log_fail litellm "$log"; }
+  LITELLM_LOCAL_MODEL_COST_MAP=True "$dir/bin/litellm" --version >>"$log" 2>&1 || true
+  echo "litellm: ready, $dir/bin/litellm"
+}
+
+for name in "$@"; do
+  case $name in
+    litellm) build_litellm ;;
+    all) build_litellm ;;
+    *) echo "unknown engine $name (litellm | llama-cpp | all)" >&2; exit 2 ;;
+  esac
+done
