@@ -22,11 +22,12 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TARGET = """\
 # {name}: {base_url}, written by `chaos init`. Edit it freely; `chaos validate` checks it.
 {key_comment}
+{engine_comment}
 kind: openai
 name: {name}
 base_url: ${{{var}_BASE_URL:-{base_url}}}
 model: ${{{var}_MODEL:-{model}}}
-{key_line}ignore_eos: false          # true only for engines that accept it (vLLM, SGLang, the reference server)
+{key_line}ignore_eos: {ignore_eos}{eos_comment}
 {remote}limits:                    # the load is capped to these (docs/targets.md): check them against your endpoint
   requests_per_minute: ${{{var}_RPM:-{rpm}}}
   max_concurrency: ${{{var}_MAX_CONCURRENCY:-{concurrency}}}
@@ -173,10 +174,13 @@ def settle(a, ask) -> dict:
         raise InitError(f"--key-env {key_env!r} is not an environment variable name (the key itself is never "
                         f"given to chaos init: export it, and name the variable here)")
     model = a.model or _discover_model(base_url, key_env, ask, remote)
+    engine, evidence = ("unknown", "init asks nothing of a remote endpoint") if remote else recognise(base_url,
+                                                                                                      key_env)
     name = a.name or (ask and ask("a short name for the files", _default_name(u))) or _default_name(u)
     if not NAME.match(name):
         raise InitError(f"--name {name!r}: use lowercase letters, digits and '-' (at most 41), e.g. vllm-local")
-    return {"base_url": base_url, "model": model, "key_env": key_env, "name": name, "remote": remote}
+    return {"base_url": base_url, "model": model, "key_env": key_env, "name": name, "remote": remote,
+            "engine": engine, "evidence": evidence}
 
 
 def _discover_model(base_url: str, key_env: str, ask, remote: bool) -> str:
@@ -194,17 +198,58 @@ def _discover_model(base_url: str, key_env: str, ask, remote: bool) -> str:
     raise InitError(f"give --model ({why})")
 
 
-def _models(base_url: str, key_env: str) -> list[str]:
-    """The ids GET {base}/models lists, or [] (no answer, not JSON, not a list)."""
+def _get_json(url: str, key_env: str = ""):
+    """GET url as JSON (the key as a bearer token where one is named), or None."""
     import json
 
     headers = {"Authorization": f"Bearer {os.environ[key_env]}"} if key_env and os.environ.get(key_env) else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(base_url + "/models", headers=headers), timeout=5) as r:
-            data = json.loads(r.read(1 << 20))
-        return [m["id"] for m in data.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
-    except (OSError, ValueError, AttributeError, urllib.error.URLError):
-        return []
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+            return json.loads(r.read(1 << 20))
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+
+
+def _model_cards(base_url: str, key_env: str) -> list[dict]:
+    data = _get_json(base_url + "/models", key_env)
+    cards = data.get("data") if isinstance(data, dict) else None
+    return [m for m in cards if isinstance(m, dict)] if isinstance(cards, list) else []
+
+
+def _models(base_url: str, key_env: str) -> list[str]:
+    """The ids GET {base}/models lists, or [] (no answer, not JSON, not a list)."""
+    return [m["id"] for m in _model_cards(base_url, key_env) if isinstance(m.get("id"), str)]
+
+
+# engine -> does it take vLLM's ignore_eos (the load sends it when a workload fixes the output length)
+TAKES_IGNORE_EOS = {"vllm": True, "sglang": True, "reference": True, "llama.cpp": True, "litellm": False,
+                    "ollama": False, "unknown": False}
+OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "llm-chaos": "reference", "llamacpp": "llama.cpp",
+            "ollama": "ollama", "library": "ollama"}
+
+
+def recognise(base_url: str, key_env: str) -> tuple[str, str]:
+    """(engine, the evidence) from what a loopback endpoint answers: /v1/models' owned_by (vLLM says vllm),
+    llama.cpp's /props, LiteLLM's /health/liveliness, Ollama's /api/version. ("unknown", why) otherwise."""
+    owners = {m.get("owned_by") for m in _model_cards(base_url, key_env)}
+    for owner in sorted(o for o in owners if isinstance(o, str)):
+        if owner in OWNED_BY:
+            return OWNED_BY[owner], f"GET /models: owned_by {owner}"
+    u = urllib.parse.urlsplit(base_url)
+    root = f"{u.scheme}://{u.netloc}"
+    props = _get_json(root + "/props", key_env)
+    if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
+        return "llama.cpp", "GET /props answered as llama.cpp's server does"
+    try:
+        with urllib.request.urlopen(root + "/health/liveliness", timeout=5) as r:
+            if b"alive" in r.read(256).lower():
+                return "litellm", "GET /health/liveliness answered as LiteLLM's proxy does"
+    except (OSError, ValueError, urllib.error.URLError):
+        pass
+    version = _get_json(root + "/api/version")
+    if isinstance(version, dict) and "version" in version:
+        return "ollama", "GET /api/version answered as Ollama does"
+    return "unknown", "neither /models' owned_by, /props, /health/liveliness nor /api/version said which engine"
 
 
 def _default_name(u: urllib.parse.SplitResult) -> str:
@@ -221,6 +266,12 @@ def write(plan: dict, root: str, force: bool) -> list[str]:
             key_comment=(f"# The key is read from ${plan['key_env']} at run time and never written anywhere." if
                          plan["key_env"] else "# No key (add api_key_env: VARIABLE if the endpoint needs one)."),
             key_line=f"api_key_env: {plan['key_env']}\n" if plan["key_env"] else "",
+            engine_comment=f"# Engine: {plan.get('engine', 'unknown')} ({plan.get('evidence', 'not asked')}).",
+            ignore_eos=str(TAKES_IGNORE_EOS.get(plan.get("engine", "unknown"), False)).lower(),
+            eos_comment=("           # the engine takes vLLM's ignore_eos: fixed output lengths are exact"
+                         if TAKES_IGNORE_EOS.get(plan.get("engine", "unknown"), False) else
+                         "          # true only for engines that accept it (vLLM, SGLang, llama.cpp, the reference "
+                         "server)"),
             remote=REMOTE.format(base_url=plan["base_url"]) if plan["remote"] else "",
             rpm=60 if plan["remote"] else 6000, concurrency=4 if plan["remote"] else 64),
         os.path.join(root, "experiments", f"{name}-baseline.yaml"): BASELINE.format(

@@ -33,10 +33,48 @@ build_litellm() {
   echo "litellm: ready, $dir/bin/litellm"
 }
 
+build_llama_cpp() {
+  local dir=$engines/llama-cpp log=$engines/llama-cpp.log src=$engines/src
+  if [ -x "$dir/bin/llama-server" ] && [ -f "$engines/models/tiny.gguf" ]; then
+    echo "llama-cpp: already at $dir"; return
+  fi
+  rm -f "$engines/llama-cpp.failed"
+  mkdir -p "$dir/bin" "$src" "$engines/models"
+  : >"$log"
+  if [ ! -x "$dir/bin/llama-server" ]; then
+    # llama.cpp's source as the llama-cpp-python sdist carries it (Debian 12 has no llama.cpp package)
+    if [ ! -f "$src/llama_cpp_python-0.3.36.tar.gz" ]; then
+      echo "llama-cpp: fetching the llama-cpp-python 0.3.36 sdist (llama.cpp's source)"
+      "$py" -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==0.3.36 \
+        -d "$src" >>"$log" 2>&1 || log_fail llama-cpp "$log"
+    fi
+    rm -rf "$src/llama_cpp_python-0.3.36"
+    tar -xzf "$src/llama_cpp_python-0.3.36.tar.gz" -C "$src" >>"$log" 2>&1 || log_fail llama-cpp "$log"
+    echo "llama-cpp: building llama-server with cmake (about 5 minutes on 2 cores)"
+    local tree=$src/llama_cpp_python-0.3.36/vendor/llama.cpp
+    { cmake -S "$tree" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+        -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
+      && cmake --build "$src/build" --target llama-server -j "$(nproc)"; } >>"$log" 2>&1 || log_fail llama-cpp "$log"
+    cp "$src/build/bin/llama-server" "$dir/bin/llama-server"
+    rm -rf "$src/build" "$src/llama_cpp_python-0.3.36"
+  fi
+  if [ ! -f "$engines/models/tiny.gguf" ]; then
+    echo "llama-cpp: making a tiny GGUF model here (random weights, a BPE tokenizer trained on the project's docs)"
+    { [ -x "$engines/tools/bin/python" ] || { "$py" -m venv "$engines/tools" \
+        && "$engines/tools/bin/pip" install --quiet --disable-pip-version-check gguf tokenizers numpy; }; } \
+      >>"$log" 2>&1 || log_fail llama-cpp "$log"
+    "$engines/tools/bin/python" "$here/scripts/make_tiny_gguf.py" "$engines/models/tiny.gguf" "$here/docs" \
+      >>"$log" 2>&1 || log_fail llama-cpp "$log"
+  fi
+  echo "llama-cpp: ready, $dir/bin/llama-server and $engines/models/tiny.gguf"
+}
+
 for name in "$@"; do
   case $name in
     litellm) build_litellm ;;
-    all) build_litellm ;;
+    llama-cpp) build_llama_cpp ;;
+    all) build_litellm; build_llama_cpp ;;
     *) echo "unknown engine $name (litellm | llama-cpp | all)" >&2; exit 2 ;;
   esac
 done

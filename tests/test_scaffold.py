@@ -27,8 +27,9 @@ def chaos(*argv, cwd=None, timeout=240, stdin=subprocess.DEVNULL):
 
 def test_flags_alone_settle_every_value():
     plan = settle(args(base_url="http://127.0.0.1:8000/v1/", model="m", key_env="MY_KEY"), ask=None)
+    assert plan.pop("evidence")
     assert plan == {"base_url": "http://127.0.0.1:8000/v1", "model": "m", "key_env": "MY_KEY", "name": "local-8000",
-                    "remote": False}
+                    "remote": False, "engine": "unknown"}
 
 
 def test_a_remote_url_is_refused_unless_confirmed():
@@ -73,8 +74,9 @@ def test_prompts_take_the_answers_and_defaults():
         return next((v for k, v in answers.items() if prompt.startswith(k) or k in prompt), "") or default
 
     plan = settle(args(), ask=ask)
+    assert plan.pop("evidence")
     assert plan == {"base_url": "http://localhost:9000/v1", "model": "qwen", "key_env": "", "name": "local-9000",
-                    "remote": False}
+                    "remote": False, "engine": "unknown"}
 
 
 def test_it_never_overwrites_without_force(tmp_path):
@@ -98,6 +100,8 @@ def test_what_it_writes_validates_and_runs_against_an_endpoint(tmp_path, vendor)
     target = (tmp_path / "targets" / "mine.yaml").read_text()
     assert "api_key_env: MINE_KEY" in target and "model: ${MINE_MODEL:-chaos-reference}" in target
     assert "allow_remote" not in target
+    # the engine recognised from its GET /v1/models, and the setting that suits it written
+    assert "# Engine: reference (GET /models: owned_by llm-chaos)." in target and "ignore_eos: true" in target
     assert "chaos run experiments/mine-baseline.yaml" in r.stdout
     files = ["targets/mine.yaml", "experiments/mine-baseline.yaml", "experiments/mine-rate-limited.yaml"]
     v = chaos("validate", *files, cwd=tmp_path)

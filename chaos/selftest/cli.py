@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import statistics
@@ -137,13 +138,17 @@ def cmd_soak(a) -> int:
 
 
 def cmd_interrupts(a) -> int:
-    from .families import FAMILIES, docker_missing
+    from .families import FAMILIES, docker_missing, engines_missing
     from .interrupts import LONG_TRIALS, Interrupter, plan
 
     names = list(dict.fromkeys(a.family or FAMILIES))
     skipped = {}
     if "docker" in names and (why := docker_missing()):
         skipped["docker"] = why
+    if "stack" in names and (why := engines_missing()):
+        skipped["stack"] = why
+    elif "stack" in names and not os.environ.get("LITELLM_MASTER_KEY"):
+        os.environ["LITELLM_MASTER_KEY"] = "sk-" + secrets.token_hex(16)  # the trials' own: LiteLLM needs one
     # one trial a family that can run here (a skipped family's trial went to another, twice over, before)
     count = a.trials or (LONG_TRIALS if a.long else len([n for n in names if n not in skipped]))
     if count < 1:

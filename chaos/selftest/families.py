@@ -2,7 +2,8 @@
 each, whose faults are all under way a second or two after its load starts.
 
 Placeholders filled per trial: @LOG@ (a generated request log), @TOXIPROXY@ (a Toxiproxy API the trial started,
-standing for a user's own), @DOCKER@ (the docker target's settings). Every run is small: two tiny replicas,
+standing for a user's own), @DOCKER@ (the docker target's settings), @STACK@ (a stack of real engines: LiteLLM in
+front of two llama.cpp servers, built by scripts/engines.sh). Every run is small: two tiny replicas,
 a few users, 8 s of load, so a trial costs ~10 s and the signal can land anywhere in it.
 """
 
@@ -30,7 +31,7 @@ class Family:
     command: str       # run | gameday | replay
     text: str          # the experiment (run, gameday), or the target file (replay)
     horizon_s: float   # the signal comes uniformly within this many seconds of the command's start
-    needs: str = ""    # docker | toxiproxy: what the trial must provide
+    needs: str = ""    # docker | toxiproxy | engines: what the trial must provide
 
     def __post_init__(self):
         if self.command not in ("run", "gameday", "replay"):
@@ -77,6 +78,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
         "{type: pause_instance, at: 1s, instance: 0, duration: 3s}",
         "{type: kill_instance, at: 2.5s, instance: 1, restart_after: 1.5s}",
     ], target="@DOCKER@"), 14, needs="docker"),
+    Family("stack", "real engines: a llama.cpp server SIGKILLed, a stream stalled between LiteLLM and the other",
+           "run", _experiment("stack", [
+               "{type: kill_instance, at: 1s, instance: r0, signal: SIGKILL, restart_after: 1.5s}",
+               "{type: stream_stall, at: 1s, link: r1, after_tokens: 2, stall_for: 30s, duration: 4s}",
+           ], target="@STACK@"), 24, needs="engines"),
     Family("gameday", "`chaos gameday` of two experiments with instance faults", "gameday", INSTANCES, 24),
     Family("replay-cmd", "`chaos replay` of a timed log against a target file it starts", "replay",
            "kind: reference\nreplicas: 1\npreset: tiny\nstartup_timeout: 60s\n", 9),
@@ -114,4 +120,28 @@ def docker_missing(image: str = "chaos-busybox:latest") -> str | None:
     except Exception as e:  # noqa: BLE001 - any failure means: no engine, or no image
         return (f"no Docker engine with {image} ({type(e).__name__}); as root, `source scripts/docker-engine.sh` "
                 f"starts one and builds it")
+    return None
+
+
+def _root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def engines_dir() -> str:
+    return os.environ.get("CHAOS_ENGINES") or os.path.join(_root(), ".engines")
+
+
+def stack_target() -> str:
+    """The shipped LiteLLM-in-front-of-two-llama.cpp-servers target, by its path (its template is beside it)."""
+    return json.dumps(os.path.join(_root(), "targets", "stacks", "litellm-llama-cpp.yaml"))
+
+
+def engines_missing() -> str | None:
+    """Why the stack family cannot run here, or None."""
+    e = engines_dir()
+    need = [os.path.join(e, "litellm", "bin", "litellm"), os.path.join(e, "llama-cpp", "bin", "llama-server"),
+            os.path.join(e, "models", "tiny.gguf")]
+    missing = [p for p in need if not os.path.exists(p)]
+    if missing:
+        return f"{', '.join(missing)} not built: scripts/engines.sh litellm llama-cpp"
     return None

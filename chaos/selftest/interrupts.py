@@ -33,7 +33,7 @@ from ..common import same_process
 from ..run.journal import read_journal
 from ..run.procs import marked, run_id_for
 from ..run.recover import journaled_instances, journaled_processes
-from .families import FAMILIES, Family, docker_target, write_log
+from .families import FAMILIES, Family, docker_target, stack_target, write_log
 
 SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 HANG_S = 60.0     # still running this long after SIGINT/SIGTERM: it hangs
@@ -151,7 +151,8 @@ class Interrupter:
     # -- one command, one signal ----------------------------------------------------------------------------------
     def _start(self, family: Family, d: str) -> subprocess.Popen:
         text = (family.text.replace("@LOG@", self.log).replace("@TOXIPROXY@", self.toxiproxy_url or "")
-                .replace("@DOCKER@", docker_target() if family.needs == "docker" else ""))
+                .replace("@DOCKER@", docker_target() if family.needs == "docker" else "")
+                .replace("@STACK@", stack_target() if family.needs == "engines" else ""))
         spec = os.path.join(d, "target.yaml" if family.command == "replay" else "experiment.yaml")
         with open(spec, "w") as f:
             f.write(text)

@@ -1,0 +1,114 @@
+"""Stack targets before anything starts: a template that names no replica, a config that does not parse, a missing
+file or command, a secret not set are each refused with the file and what to do; secrets reach only the processes
+that list them and no file the run writes."""
+
+import os
+import sys
+
+import pytest
+
+from chaos.experiment.loader import ExperimentError
+from chaos.experiment.model import load_target
+from chaos.targets.base import TargetError, spawn
+from chaos.targets.stack import StackTarget
+
+GOOD = """model_list:
+{%- for r in replicas %}
+  - model_name: {{ model }}
+    litellm_params: {model: "openai/{{ model }}", api_base: "{{ r.api_base }}"}
+{%- endfor %}
+"""
+
+
+def _write(tmp_path, template: str = GOOD, gateway_extra: str = "", replica_extra: str = "", name="gw.yaml.j2"):
+    (tmp_path / name).write_text(template)
+    t = tmp_path / "stack.yaml"
+    t.write_text(f"""kind: stack
+model: m
+replicas: 2
+replica:
+  command: ["{{python}}", -m, http.server, "{{port}}"]
+{replica_extra}gateway:
+  command: ["{{python}}", -m, http.server, "{{port}}"]
+  config: {name}
+{gateway_extra}""")
+    return str(t)
+
+
+def _problems(path) -> str:
+    with pytest.raises(ExperimentError) as e:
+        load_target(path)
+    return str(e.value)
+
+
+def test_a_good_stack_loads_and_renders_each_replica_through_its_front(tmp_path):
+    spec, _ = load_target(_write(tmp_path))
+    t = StackTarget(spec, str(tmp_path))
+    t.render_config()
+    text = open(t.config_path).read()
+    assert t.config_path.endswith("gateway-config.yaml")
+    for inst in t.instances:
+        assert f'api_base: "{inst.url}/v1"' in text
+    assert [i.id for i in t.all_instances()] == ["r0", "r1", "gw"]
+    assert t.command(t.gateway)[-1] == str(t.gateway.port) and t.command(t.gateway)[0] == sys.executable
+
+
+def test_a_template_that_names_no_replica_is_refused_with_its_file(tmp_path):
+    said = _problems(_write(tmp_path, "model_list: []\n"))
+    assert "stack.yaml:8" in said and "gw.yaml.j2" in said and "names no replica" in said
+
+
+def test_a_template_that_names_one_replica_of_two_says_which_is_missing(tmp_path):
+    only_first = GOOD.replace("{%- for r in replicas %}", "{%- for r in replicas[:1] %}")
+    assert "names not r1" in _problems(_write(tmp_path, only_first))
+
+
+def test_a_config_that_does_not_parse_says_the_rendered_line(tmp_path):
+    bad = GOOD + "router_settings: {unclosed: [\n"
+    said = _problems(_write(tmp_path, bad))
+    assert "the rendered config does not parse (rendered line" in said
+
+
+def test_a_template_with_a_syntax_error_names_its_line(tmp_path):
+    said = _problems(_write(tmp_path, GOOD + "{% for x in %}\n"))
+    assert "gw.yaml.j2:6" in said and "does not parse" in said
+
+
+def test_a_missing_model_file_and_command_say_how_to_build_them(tmp_path):
+    extra = "  files: [/nonexistent/tiny.gguf]\n  build: scripts/engines.sh llama-cpp\n"
+    said = _problems(_write(tmp_path, replica_extra=extra))
+    assert "/nonexistent/tiny.gguf does not exist; build it with scripts/engines.sh llama-cpp" in said
+    t = tmp_path / "nocmd.yaml"
+    t.write_text("kind: stack\nmodel: m\nreplica:\n  command: [.engines/nothing/bin/serve, '{port}']\n"
+                 "  build: scripts/engines.sh all\n")
+    assert ".engines/nothing/bin/serve does not exist; build it with scripts/engines.sh all" in _problems(str(t))
+
+
+def test_a_secret_that_is_not_set_stops_the_target_before_it_starts(tmp_path, monkeypatch):
+    monkeypatch.delenv("CHAOS_TEST_GW_KEY", raising=False)
+    spec, _ = load_target(_write(tmp_path, gateway_extra="  secrets: [CHAOS_TEST_GW_KEY]\n"))
+    with pytest.raises(TargetError, match="needs CHAOS_TEST_GW_KEY in the environment"):
+        StackTarget(spec, str(tmp_path))
+
+
+def test_a_rendered_config_holding_a_secret_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHAOS_TEST_GW_KEY", "sk-very-secret-value")
+    leaky = GOOD + "general_settings: {master_key: sk-very-secret-value}\n"
+    spec, _ = load_target(_write(tmp_path, leaky, gateway_extra="  secrets: [CHAOS_TEST_GW_KEY]\n"))
+    t = StackTarget(spec, str(tmp_path))
+    with pytest.raises(TargetError, match=r"holds the value of \$CHAOS_TEST_GW_KEY.*os.environ/CHAOS_TEST_GW_KEY"):
+        t.render_config()
+    assert not os.path.exists(t.config_path)
+
+
+def test_secrets_reach_only_the_part_that_lists_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHAOS_TEST_GW_KEY", "gw-secret")
+    spec, _ = load_target(_write(tmp_path, gateway_extra="  secrets: [CHAOS_TEST_GW_KEY]\n"))
+    t = StackTarget(spec, str(tmp_path))
+    show = [sys.executable, "-c", "import os; print(repr(os.environ.get('CHAOS_TEST_GW_KEY')))"]
+    for part, expected in ((t.replica_part, "None"), (t.gateway_part, "'gw-secret'")):
+        env, withheld = t._env(part)
+        log = tmp_path / f"{part.engine}-{expected[:3]}.log"
+        proc, _ = spawn(show, str(log), env, withhold=withheld)
+        assert proc.wait(30) == 0
+        assert log.read_text().strip() == expected
