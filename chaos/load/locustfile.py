@@ -311,7 +311,8 @@ class LLMUser(FastHttpUser):
                 resp_headers = resp.headers
                 rec.status = resp.status_code
                 if resp.headers is not None:
-                    rec.served_by = resp.headers.get("x-served-by")
+                    # the bundled gateway's header, else LiteLLM's deployment id (its model_info id: r0, r1)
+                    rec.served_by = resp.headers.get("x-served-by") or resp.headers.get("x-litellm-model-id")
                     rec.fault = merge_header(rec.fault, resp.headers)  # kept across retries
                 if rec.status >= 400:
                     payload = resp.content
