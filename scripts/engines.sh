@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build real engines and gateways, each into a folder of its own under ENGINES (default .engines/ in the project),
-# from the registries' packages and locally made files only: nothing is downloaded from a model hub. They are never
-# dependencies of llm-chaos; targets/stacks/*.yaml and targets/engines/*.yaml start them from there.
+# Build real engines and gateways, each into a folder of its own under ENGINES ($CHAOS_ENGINES, default .engines/ in
+# the project), from the registries' packages and locally made files only: nothing is downloaded from a model hub.
+# They are never dependencies of llm-chaos; targets/stacks/*.yaml and targets/engines/*.yaml start them from there
+# (the same CHAOS_ENGINES tells them where).
 #
 # Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | all
 #   litellm     LiteLLM's proxy (litellm[proxy] 1.106.12) in a virtualenv: ENGINES/litellm/bin/litellm
@@ -12,7 +13,7 @@
 # machine is kept (docs/engines.md has the times).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-engines=${ENGINES:-$here/.engines}
+engines=${CHAOS_ENGINES:-$here/.engines}
 py=${PYTHON:-python3}
 mkdir -p "$engines"
 

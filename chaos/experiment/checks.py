@@ -173,6 +173,16 @@ def semantic_checks(doc: Located, target) -> list[str]:
             problems.append(doc.problem(("faults", i, "count"), f"count {f['count']} exceeds the "
                                                                 f"{target.replicas} instances"))
         problems += _link_checks(doc, target, i, f)
+    prom = (d.get("abort_when") or {}).get("prometheus")
+    if prom:
+        host = urlparse(prom["url"]).hostname
+        if not host:
+            problems.append(doc.problem(("abort_when", "prometheus", "url"), "no host; write e.g. "
+                                                                             "http://127.0.0.1:9090"))
+        elif not is_loopback(host) and not target.allow_remote:
+            problems.append(doc.problem(("abort_when", "prometheus", "url"), f"{host} is not a loopback address; "
+                                                                             f"set allow_remote: true in the "
+                                                                             f"target to ask a remote Prometheus"))
     return problems
 
 

@@ -64,6 +64,7 @@ class Experiment:
     verify: Verify = field(default_factory=Verify)
     abort_error_rate: float | None = None
     abort_for: float = 10.0
+    abort_stops: dict = field(default_factory=dict)  # abort_when's metrics: and prometheus: (chaos.run.stops)
     metrics_interval: float = 1.0  # seconds between scrapes of every instance's /metrics; 0: not scraped
     resolved: dict = field(default_factory=dict)  # public: the document after ${VAR}s, secrets masked
     mask: Masker = field(default_factory=Masker)  # mask(str or JSON-like) -> a copy with secrets scrubbed
@@ -227,5 +228,6 @@ def _experiment(doc: Located, path: str, variables: Variables, target_override: 
                       faults=faults, verify=verify,
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
+                      abort_stops={k: abort[k] for k in ("metrics", "prometheus") if k in abort},
                       metrics_interval=_metrics_interval((d.get("metrics") or {}).get("interval", 1.0)),
                       mask=variables.masker(target.settings.get("api_key_env")))

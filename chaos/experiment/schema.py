@@ -361,8 +361,25 @@ METRICS = _obj({"interval": {
                "x-chaos": {"kind": "duration", "min": 0.1, "max": 3600, "text": _SCRAPE_TEXT}}]}},
     description="every instance's /metrics, scraped through the run into metrics.jsonl (default every 1s)")
 
-ABORT = _obj({"error_rate": percent(positive=True), "for": POSITIVE}, ["error_rate"],
-             "halt the run, revert everything and exit 3 when this holds for the whole window")
+ABORT_METRIC = _obj({"key": {"type": "string", "minLength": 1, "maxLength": 300,
+                             "description": "a scraped key (waiting, kv_usage, gw_cooldowns_total ...: "
+                                            "docs/server-metrics.md) or an extra series as name{labels}"},
+                     "above": {"type": "number", "description": "the condition holds while the value is above"},
+                     "instance": {"type": "string", "description": "an instance id (r0, gw ...) or any (default)"}},
+                    ["key", "above"], "a scraped metric of an instance")
+ABORT_PROMETHEUS = _obj({"url": {"type": "string", "pattern": "^https?://",
+                                 "description": "the Prometheus server (loopback unless the target allows remote)"},
+                         "query": {"type": "string", "minLength": 1, "maxLength": 4000,
+                                   "description": "PromQL; holds while it returns any sample (write the comparison "
+                                                  "into it, as in an alerting rule)"},
+                         "every": duration(positive=True, maximum=60)},
+                        ["url", "query"], "a PromQL query against your Prometheus")
+ABORT = {**_obj({"error_rate": percent(positive=True), "for": POSITIVE,
+                 "metrics": {"type": "array", "items": ABORT_METRIC, "minItems": 1, "maxItems": 32},
+                 "prometheus": ABORT_PROMETHEUS}, None,
+                "halt the run, revert everything and exit 3 when one of these holds for the whole window: the "
+                "clients' error rate, a scraped metric, a PromQL query (docs/engines.md)"),
+         "anyOf": [{"required": ["error_rate"]}, {"required": ["metrics"]}, {"required": ["prometheus"]}]}
 
 EXPERIMENT = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -33,6 +33,7 @@ from ..verify.stats import scipy_stats
 from .journal import Journal, journal_spawn
 from .procs import RUN_ID_ENV, become_subreaper, create_time, marked, run_id_for
 from .scrape import start_for_run
+from .stops import start_stops
 from .timing import restart_warnings
 from .view import View
 from .wrapup import (
@@ -108,6 +109,7 @@ class Runner:
         self.up_since: dict = {}  # instance id -> last health pass, as the load ended
         self.final_health = None
         self.scraper = None  # chaos.run.scrape.Scraper: /metrics through the run, from before the load
+        self.stops = None  # chaos.run.stops.Stops: abort_when on scraped metrics and PromQL
         self.host: HostSampler | None = None  # the host's CPU, load and pressure, every second of the run
 
     def now(self) -> float:
@@ -264,6 +266,7 @@ class Runner:
                           ignore_eos=self.exp.target.ignore_eos)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
+        self.stops = start_stops(self, self.scraper)
         self.load = LoadRun(cfg, progress=lambda m: None, clock=self.clock)
         self.load.start()
         self.load_t0, self.load_m0 = self.load.t_start, self.load.mono_start
@@ -299,7 +302,7 @@ class Runner:
                 if f.applied and not (f.reverted or f.reverting) and f.revert_at is not None \
                         and elapsed >= f.revert_at:
                     self._revert(f)
-            aborted = self._abort_check()
+            aborted = self._abort_check() or self._stop_condition()
             if aborted:
                 self.reason = aborted
                 self.journal.write("abort", reason=aborted)
@@ -412,6 +415,9 @@ class Runner:
             return f"error rate {er * 100:.1f}% over the last {span:g}s reached abort_when ({rate * 100:g}%)"
         return None
 
+    def _stop_condition(self) -> str | None:
+        return self.stops.check(self.now()) if self.stops is not None else None
+
     def _status(self, elapsed, plan) -> dict:
         now = self.now()
         recent = [r for r in self.recent if r.t_end is not None and r.t_end >= now - 10]
@@ -455,6 +461,9 @@ class Runner:
                     if self.scraper is None:  # scraping off: the one /metrics of the end, as before
                         self.notes += save_metrics(self.target, self.run_dir)
             finally:  # before the target stops, whatever failed above; its last scrape is kept as metrics-ID.txt
+                if self.stops is not None:
+                    self.stops.stop()
+                    self.notes += self.stops.problems
                 if self.scraper is not None:
                     self.scraper.stop(final=self.final_health is not None and not self.should_stop())
             late = [t for t in self.restarts if t.is_alive()]  # still stopping its instances (a slow stop)

@@ -67,6 +67,7 @@ import os
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -224,6 +225,7 @@ class Scraper:
         self.max_duration = max_duration
         self.timeout = min(0.5, timeout, self.interval)
         self.scrub = scrub or (lambda text: text)
+        self.on_values = lambda t, instance, values: None  # each successful scrape (abort_when's metrics)
         self.states: dict[str, InstanceState] = {}
         self._busy: dict[str, object] = {}  # instance id -> its future still running
         self._stop = threading.Event()
@@ -285,6 +287,7 @@ class Scraper:
         line = {"t": t, "instance": iid, "ok": got.ok, "values": got.values}
         if got.ok:
             st.scraped, st.streak = st.scraped + 1, 0
+            self.on_values(t, iid, got.values)
         else:
             st.failed, st.streak = st.failed + 1, st.streak + 1
             line["error"] = got.error
@@ -327,10 +330,34 @@ def named(key: str) -> bool:
     return key in KEYS or key == "gw_ejected" or key.startswith(tuple(PER_LABEL))
 
 
+PROMETHEUS_TARGETS = "prometheus-targets.json"
+
+
+def write_prometheus_targets(instances, run_dir: str, run_name: str) -> str:
+    """RUN_DIR/prometheus-targets.json: the run's instances in Prometheus' file_sd format, so your own Prometheus
+    (file_sd_configs: [{files: [.../prometheus-targets.json]}]) scrapes what the run started, each labelled with
+    its id; an abort_when query can then ask about them."""
+    groups = []
+    for inst in instances:
+        url = getattr(inst, "metrics_url", None)
+        if url is None:
+            continue
+        u = urllib.parse.urlparse(url)
+        groups.append({"targets": [u.netloc], "labels": {"chaos_instance": inst.id, "chaos_run": run_name,
+                                                         "__metrics_path__": u.path or "/metrics",
+                                                         "__scheme__": u.scheme}})
+    path = os.path.join(run_dir, PROMETHEUS_TARGETS)
+    with open(path + ".tmp", "w") as f:
+        json.dump(groups, f, indent=1)
+    os.replace(path + ".tmp", path)  # Prometheus watches the file: never a half-written one
+    return path
+
+
 def start_for_run(run, load_duration: float, allowance: float) -> Scraper | None:
     """The runner's scraper, started once the target is up and before the load (None when the experiment turns
     scraping off). Bounded by itself: the load, a restart's allowance and five minutes of rollback, should
     the run never come to stop it."""
+    write_prometheus_targets(run.target.all_instances(), run.run_dir, run.exp.name)
     interval = getattr(run.exp, "metrics_interval", 1.0)
     if not interval:
         run.notes.append("server metrics not scraped (metrics: {interval: off}); metrics-ID.txt kept at the end")
