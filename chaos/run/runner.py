@@ -33,7 +33,7 @@ from ..verify.stats import scipy_stats
 from .journal import Journal, journal_spawn
 from .procs import RUN_ID_ENV, become_subreaper, create_time, marked, run_id_for
 from .scrape import start_for_run
-from .stops import start_stops
+from .stops import preflight_stops, start_stops
 from .timing import restart_warnings
 from .view import View
 from .wrapup import (
@@ -206,6 +206,7 @@ class Runner:
         journal_spawn(self.journal, inst, restart=self.load is not None)
 
     def _target_up(self) -> None:
+        preflight_stops(self.exp)  # a Prometheus abort_when cannot ask ends the run before anything starts
         self.target = make_target(self.exp.target, self.run_dir)
         token = getattr(self.target, "fault_token", None)
         if token:  # one more secret to mask, in a Masker of the run's own (the experiment's stays as it was)

@@ -166,9 +166,23 @@ def from_experiment(abort: dict, span: float, clock=time.time) -> Stops:
     return Stops(metrics, prom, span, clock)
 
 
+def preflight_stops(exp) -> None:
+    """Before anything starts: a Prometheus that cannot be asked (down, or the query does not parse) is the user's
+    error, said at once with exit 2, not discovered when the run should have stopped."""
+    p = (exp.abort_stops or {}).get("prometheus")
+    if not p:
+        return
+    from ..targets import TargetError
+
+    try:
+        ask_prometheus(p["url"], p["query"])
+    except (OSError, ValueError) as e:
+        raise TargetError(f"abort_when: cannot ask Prometheus at {p['url']}: {e}; start it, or fix the query (it "
+                          f"is asked before the run starts, then every few seconds)") from None
+
+
 def start_stops(run, scraper) -> Stops | None:
-    """The run's stop conditions beyond the error rate, watching from before the load (None when it has none).
-    A Prometheus that cannot be asked at start is the user's error: the run ends there, before any fault."""
+    """The run's stop conditions beyond the error rate, watching from before the load (None when it has none)."""
     if not run.exp.abort_stops:
         return None
     from ..targets import TargetError
@@ -176,13 +190,6 @@ def start_stops(run, scraper) -> Stops | None:
     stops = from_experiment(run.exp.abort_stops, run.exp.abort_for, clock=run.now)
     if stops.metrics and scraper is None:
         raise TargetError("abort_when: metrics needs the scraper: remove metrics: {interval: off}")
-    if stops.prometheus is not None:
-        try:
-            ask_prometheus(stops.prometheus.url, stops.prometheus.query)
-        except (OSError, ValueError) as e:
-            raise TargetError(f"abort_when: cannot ask Prometheus at {stops.prometheus.url}: {e}; start it, or fix "
-                              f"the query (it is asked before the load, then every "
-                              f"{stops.prometheus.every:g}s)") from None
     if scraper is not None:
         scraper.on_values = stops.feed_scrape
     run.journal.write("stop_conditions", conditions=[m.describe() for m in stops.metrics]
