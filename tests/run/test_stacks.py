@@ -215,3 +215,77 @@ def test_chaos_init_recognises_llama_cpp_and_sets_ignore_eos(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+VLLM_PY = os.path.join(ENGINES, "vllm", "bin", "python")
+VLLM_MODEL = os.path.join(ENGINES, "models", "tiny-llama", "config.json")
+VLLM_TARGET = os.path.join(ROOT, "targets", "engines", "vllm.yaml")
+
+
+def _need_vllm():
+    if not (os.path.exists(os.path.join(ENGINES, "vllm", ".ready")) and os.path.exists(VLLM_MODEL)):
+        failed = os.path.join(ENGINES, "vllm.failed")
+        why = open(failed).read().strip() if os.path.exists(failed) else "run scripts/engines.sh vllm"
+        pytest.skip(f"vLLM is not built at {ENGINES}: {why}")
+
+
+def test_a_kill_takes_vllms_whole_process_group(tmp_path):
+    """vLLM's EngineCore and worker outlive its API server when only that is killed (2.3 GB left, measured):
+    the target's kill signals the whole group, and none of them is left."""
+    _need_vllm()
+    import signal
+
+    import psutil
+
+    from chaos.experiment.model import load_target
+    from chaos.targets.stack import StackTarget
+
+    spec, _ = load_target(VLLM_TARGET, {"CHAOS_ENGINES": ENGINES})
+    target = StackTarget(spec, str(tmp_path))
+    try:
+        target.up()
+        inst = target.instances[0]
+        family = psutil.Process(inst.pid).children(recursive=True)
+        assert len(family) >= 2, [p.cmdline()[:3] for p in family]  # EngineCore and its worker, at least
+        target.kill_instance(inst, signal.SIGKILL)
+        _, alive = psutil.wait_procs(family, timeout=15)
+        assert not alive, [p.pid for p in alive]
+    finally:
+        target.down(grace=5)
+
+
+def test_vllm_as_a_users_endpoint_metrics_at_the_root_and_init_knows_it(tmp_path):
+    """The issue's path, as a new user takes it: a vLLM of theirs, `chaos init --base-url .../v1`, the baseline.
+    init recognises vLLM (/v1/models' owned_by) and writes ignore_eos: true; the run scrapes vLLM's /metrics at
+    the root of its host (it asked /v1/metrics before, and vLLM answered 404)."""
+    _need_vllm()
+    import subprocess
+    import sys
+
+    from chaos.experiment.model import load_target
+    from chaos.targets.stack import StackTarget
+
+    from .test_runs import chaos_run
+
+    spec, _ = load_target(VLLM_TARGET, {"CHAOS_ENGINES": ENGINES})
+    os.makedirs(tmp_path / "vllm")
+    target = StackTarget(spec, str(tmp_path / "vllm"))
+    try:
+        target.up()
+        init = subprocess.run([sys.executable, "-m", "chaos", "init", str(tmp_path / "mine"), "--base-url",
+                               target.instances[0].url + "/v1", "--name", "vllm"], capture_output=True, text=True,
+                              timeout=60)
+        assert init.returncode == 0, init.stdout + init.stderr
+        text = (tmp_path / "mine" / "targets" / "vllm.yaml").read_text()
+        assert "# Engine: vllm (GET /models: owned_by vllm)." in text and "ignore_eos: true" in text
+        run_dir = tmp_path / "run"
+        r = chaos_run(tmp_path / "mine" / "experiments" / "vllm-baseline.yaml", run_dir, "--var", "LOAD_FOR=12s",
+                      timeout=300)
+        skip_if_not_judged(r, run_dir)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        lines = [json.loads(x) for x in open(run_dir / "metrics.jsonl")]
+        ok = [x for x in lines if x["ok"]]
+        assert ok and not any(x.get("unavailable") for x in lines), lines[-1]
+        assert "kv_usage" in ok[-1]["values"] and ok[-1]["values"].get("generation_tokens_total", 0) > 0
+    finally:
+        target.down(grace=5)
