@@ -91,14 +91,21 @@ def test_a_stall_between_litellm_and_r1_reaches_clients_from_r1_only(stalled):
     assert run.r.returncode == 0, run.r.stdout[-3000:] + run.r.stderr[-2000:]
     # the rendered config sends LiteLLM's r1 calls through the link's LLM proxy, r0's straight to r0
     journal = [json.loads(x) for x in open(run.dir / "journal.jsonl")]
-    hops = next(e for e in journal if e["event"] == "links_up")["links"][0]["hops"]
-    assert [h["instance"] for h in hops] == ["r1"]
+    links = {x["link"]: x["hops"][0] for x in next(e for e in journal if e["event"] == "links_up")["links"]}
+    assert sorted(links) == ["r0", "r1"]
     config = (run.dir / "gateway-config.yaml").read_text()
-    assert hops[0]["llm_proxy"] + "/v1" in config
+    assert links["r1"]["llm_proxy"] + "/v1" in config  # r1's calls through the LLM proxy
+    assert f"http://{links['r0']['listen']}/v1" in config  # r0's through its Toxiproxy proxy
     records = run.records()
     stalled = [r for r in records if (r.get("max_itl") or 0) >= 2.5]  # STALL_FOR 3 s, less a busy box's slack
     assert stalled, "some stream stalled"
     assert {r["served_by"] for r in stalled} == {"r1"}, [r["served_by"] for r in stalled]
+    # the latency toxic on r0's hop: a lower bound no busy box can undercut (it only ever adds)
+    applied = {e["fault"]: e["t"] for e in journal if e["event"] == "fault_applied"}
+    reverted = {e["fault"]: e["t"] for e in journal if e["event"] == "fault_reverted"}
+    within = [r for r in records if r["served_by"] == "r0" and r["outcome"] == "ok"
+              and applied["slow-r0"] + 0.5 <= r["t_start"] and r["t_end"] <= reverted["slow-r0"]]
+    assert within and min(r["t_first"] - r["t_start"] for r in within) >= 0.2, len(within)
     assert files_leaking(run.dir, key) == []
     assert run.left == [], run.left
 
