@@ -167,6 +167,13 @@ class Target:
     def start_instance(self, inst: Instance) -> None:
         raise NotImplementedError
 
+    def launch(self, inst: Instance, cmd: list[str], env: dict | None = None, withhold: tuple[str, ...] = ()) -> None:
+        """Start inst's process in its own session and journal it (on_spawn) before any health wait."""
+        inst.proc, inst.create_time = spawn(cmd, inst.log_path, env, withhold=withhold)
+        inst.pid = inst.proc.pid
+        inst.state = "starting"
+        self.on_spawn(inst)
+
     def stop_instance(self, inst: Instance, grace: float = 10.0) -> None:
         stop_group(inst.pid, inst.create_time, grace, inst.proc)
         inst.state, inst.up_since = "down", None

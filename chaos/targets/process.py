@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from .base import Instance, Target, TargetError, free_port, spawn
+from .base import Instance, Target, TargetError, free_port
 
 
 class ProcessTarget(Target):
@@ -28,10 +28,7 @@ class ProcessTarget(Target):
         return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]
 
     def start_instance(self, inst: Instance) -> None:
-        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, self.spec.settings.get("env"))
-        inst.pid = inst.proc.pid
-        inst.state = "starting"
-        self.on_spawn(inst)
+        self.launch(inst, self.command(inst), self.spec.settings.get("env"))
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:

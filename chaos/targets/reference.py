@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..common import FAULT_TOKEN_ENV, parse_duration, parse_percent
-from .base import Instance, Target, TargetError, free_port, spawn
+from .base import Instance, Target, TargetError, free_port
 
 
 def gateway_settings(g: dict) -> dict:
@@ -114,10 +114,7 @@ class ReferenceTarget(Target):
 
     def start_instance(self, inst: Instance) -> None:
         env = None if inst is self.gateway else {FAULT_TOKEN_ENV: self.fault_token}  # restarts reuse the token
-        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, env)
-        inst.pid = inst.proc.pid
-        inst.state = "starting"
-        self.on_spawn(inst)
+        self.launch(inst, self.command(inst), env)
 
     def up(self, should_stop=lambda: False) -> None:
         replicas = self.instances + self.backups

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from ..common import parse_duration
-from .base import Instance, Target, TargetError, free_port, spawn
+from .base import Instance, Target, TargetError, free_port
 
 CONFIG_NAME = "gateway-config"  # RUN_DIR/gateway-config.<ext>: the rendered template, as the gateway read it
 FAKE_PORT0 = 61001  # the sentinel ports a template is checked with before any port is taken
@@ -228,10 +228,7 @@ class StackTarget(Target):
 
     def start_instance(self, inst: Instance) -> None:
         env, withheld = self._env(self.part_of(inst))
-        inst.proc, inst.create_time = spawn(self.command(inst), inst.log_path, env, withhold=withheld)
-        inst.pid = inst.proc.pid
-        inst.state = "starting"
-        self.on_spawn(inst)
+        self.launch(inst, self.command(inst), env, withhold=withheld)
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:
