@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+import yaml
+
 from ..common import parse_duration
 from .base import Instance, Target, TargetError, free_port
 
@@ -98,11 +100,10 @@ def check_rendered(template_file: str, text: str, replicas: list[dict]) -> None:
     name = template_file.removesuffix(".j2").removesuffix(".jinja")
     try:
         if name.endswith((".yaml", ".yml")):
-            import yaml
             yaml.safe_load(text)
         elif name.endswith(".json"):
             json.loads(text)
-    except (ValueError, Exception) as e:  # yaml's errors are not ValueErrors
+    except (ValueError, yaml.YAMLError) as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (rendered line {mark.line + 1})" if mark is not None else ""
         raise TargetError(f"{template_file}: the rendered config does not parse{where}: "
@@ -128,6 +129,12 @@ def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
             problems.append(((role, "command"), f"{exe} does not exist{hint}"))
         elif "/" not in exe and not exe.startswith("{") and shutil.which(exe) is None:
             problems.append(((role, "command"), f"command not found: {exe!r}{hint}"))
+        if not any("{port}" in p for p in part.command):
+            problems.append(((role, "command"), "the command must contain {port}, where it should listen (the run "
+                                                "picks a free loopback port)"))
+        if role == "gateway" and (part.config is not None) != any("{config}" in p for p in part.command):
+            problems.append(((role, "command"), "config: and {config} in the command go together: the gateway "
+                                                "must be told where its rendered config is"))
         for i, path in enumerate(part.files):
             if not os.path.exists(path):
                 problems.append(((role, "files", i), f"{path} does not exist{hint}"))

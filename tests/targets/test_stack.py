@@ -29,7 +29,7 @@ replicas: 2
 replica:
   command: ["{{python}}", -m, http.server, "{{port}}"]
 {replica_extra}gateway:
-  command: ["{{python}}", -m, http.server, "{{port}}"]
+  command: ["{{python}}", -m, http.server, "{{port}}", --directory, "{{config}}"]
   config: {name}
 {gateway_extra}""")
     return str(t)
@@ -50,7 +50,8 @@ def test_a_good_stack_loads_and_renders_each_replica_through_its_front(tmp_path)
     for inst in t.instances:
         assert f'api_base: "{inst.url}/v1"' in text
     assert [i.id for i in t.all_instances()] == ["r0", "r1", "gw"]
-    assert t.command(t.gateway)[-1] == str(t.gateway.port) and t.command(t.gateway)[0] == sys.executable
+    assert t.command(t.gateway)[3] == str(t.gateway.port) and t.command(t.gateway)[0] == sys.executable
+    assert t.command(t.gateway)[-1] == t.config_path
 
 
 def test_a_template_that_names_no_replica_is_refused_with_its_file(tmp_path):
@@ -112,3 +113,13 @@ def test_secrets_reach_only_the_part_that_lists_them(tmp_path, monkeypatch):
         proc, _ = spawn(show, str(log), env, withhold=withheld)
         assert proc.wait(30) == 0
         assert log.read_text().strip() == expected
+
+
+def test_a_command_without_port_or_a_config_it_never_reads_is_refused(tmp_path):
+    t = tmp_path / "s.yaml"
+    (tmp_path / "gw.yaml.j2").write_text(GOOD)
+    t.write_text('kind: stack\nmodel: m\nreplica:\n  command: ["{python}", -m, http.server]\n'
+                 'gateway:\n  command: ["{python}", -m, http.server, "{port}"]\n  config: gw.yaml.j2\n')
+    said = _problems(str(t))
+    assert "replica.command: the command must contain {port}" in said
+    assert "gateway.command: config: and {config} in the command go together" in said
