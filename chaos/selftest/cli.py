@@ -36,7 +36,10 @@ def register(sub, formatter) -> None:
                "  chaos selftest hostile                         # 2 tiny replicas behind the gateway\n"
                "  chaos selftest hostile --json hostile.json\n"
                "  chaos selftest hostile --abnormal              # and ~400 generated abnormal inputs\n"
-               "  chaos selftest hostile --url http://127.0.0.1:8000   # a server you run (loopback only)")
+               "  chaos selftest hostile --url http://127.0.0.1:8000   # a server you run (loopback only)\n"
+               "  chaos selftest hostile --url http://127.0.0.1:8000 --abnormal --record mine.json\n"
+               "        # what your engine answers, kept as its own expectation table; later, after an upgrade:\n"
+               "  chaos selftest hostile --url http://127.0.0.1:8000 --abnormal --expect mine.json")
     h.add_argument("--replicas", type=int, default=2, help="reference replicas behind the gateway")
     h.add_argument("--preset", default="tiny", help="reference model preset")
     h.add_argument("--url", help="instead: a running OpenAI-compatible server (cases sent directly)")
@@ -45,6 +48,10 @@ def register(sub, formatter) -> None:
                    help="also send the generated abnormal inputs (the Big List of Naughty Strings, special "
                         "characters, repeated content, the context limit, empty input, prompt injection), each "
                         "judged on status, error.param and error.code (docs/abnormal-inputs.md)")
+    h.add_argument("--record", metavar="FILE", help="with --url: write what the server answered to each case as "
+                                                   "its expectation table (a 5xx stays a finding)")
+    h.add_argument("--expect", metavar="FILE", help="with --url: judge each answer against a recorded table (an "
+                                                   "engine's own answers) instead of the bundled server's")
     h.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
     h.set_defaults(func=cmd_selftest)
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..common import is_loopback, stop_group
 from .abnormal import AbnormalCase, abnormal_cases, check
+from .expectations import differs_from, observed, read_table, verdict, write_table
 from .batch import Destination, normal_request
 from .cases import hostile_cases, send
 
@@ -132,8 +133,11 @@ class Watcher(threading.Thread):
                 self.stop_event.wait(self.every_s)
 
 
-def send_all(tally: Tally, cases, urls: list[tuple[str, str]], headers: dict, progress, watcher=None) -> None:
-    """Each case to the next URL in turn (so every replica gets its share directly)."""
+def send_all(tally: Tally, cases, urls: list[tuple[str, str]], headers: dict, progress, watcher=None,
+             table: dict | None = None, rows: list | None = None) -> None:
+    """Each case to the next URL in turn (so every replica gets its share directly). With `table` (an engine's
+    recorded answers) each answer is judged against that engine's own; `rows` collects every answer (--record).
+    A 5xx or no answer is counted either way."""
     for i, case in enumerate(cases):
         where, url = urls[i % len(urls)]
         if watcher is not None:
@@ -146,7 +150,18 @@ def send_all(tally: Tally, cases, urls: list[tuple[str, str]], headers: dict, pr
             tally.errors_5xx += 1
         # a generated abnormal case is judged whole (status, error.param and error.code, choices on a 200)
         problem = check(case, status, body) if isinstance(case, AbnormalCase) else None
-        if status not in case.expect or problem:
+        obs = observed(status, body)
+        if rows is not None:
+            rows.append({"case": case.name, **obs, "verdict": verdict(case, obs, problem)})
+        if table is not None:
+            changed = differs_from(table["cases"].get(case.name), obs)
+            if changed:
+                tally.wrong += 1
+                tally.findings.append(f"{where}: {case.name}: {changed}")
+            elif status is None or status >= 500:  # recorded, and still a finding every time
+                tally.findings.append(f"{where}: {case.name}: {status or 'no answer'} {code or ''} (as recorded: "
+                                      f"a finding, never an expectation)")
+        elif status not in case.expect or problem:
             tally.wrong += 1
             tally.findings.append(f"{where}: {case.name}: {status or 'no answer'} {code or ''} "
                                   f"(a good server answers {'/'.join(map(str, case.expect))})"
@@ -246,8 +261,11 @@ def run_reference(replicas: int, preset: str, progress=print, abnormal: bool = F
             s.stop()
 
 
-def run_url(url: str, model: str | None, progress=print, abnormal: bool = False) -> dict:
-    """Every case to one OpenAI-compatible server that is already running (loopback only)."""
+def run_url(url: str, model: str | None, progress=print, abnormal: bool = False, record: str | None = None,
+            expect: str | None = None) -> dict:
+    """Every case to one OpenAI-compatible server that is already running (loopback only). record: write what it
+    answered as its expectation table; expect: judge it against such a table (chaos.selftest.expectations)."""
+    table = read_table(expect) if expect else None
     status, body, _ = _get(url + "/v1/models")
     card = json.loads(body)["data"][0] if status == 200 else {}
     model = model or card.get("id")
@@ -258,9 +276,9 @@ def run_url(url: str, model: str | None, progress=print, abnormal: bool = False)
     try:
         watcher = Watcher({"target": url}, None, canary)
         watcher.start()
-        tally = Tally()
+        tally, rows = Tally(), []
         progress(f"{len(cases)} hostile cases to {url} ...")
-        send_all(tally, cases, [("target", url)], {}, progress, watcher)
+        send_all(tally, cases, [("target", url)], {}, progress, watcher, table, rows)
         watcher.stop_event.set()
         watcher.join(10)
     finally:
@@ -272,8 +290,15 @@ def run_url(url: str, model: str | None, progress=print, abnormal: bool = False)
     if status != 200:
         tally.normal_after_failed = 1
         tally.findings.append(f"a normal request afterwards got {status or why}")
-    return {"target": url, "cases": len(cases), "total": _counts(tally), "clean": tally.clean,
-            "findings": tally.findings, "unjudged": tally.unjudged}
+    if record:
+        write_table(record, rows, {"target_model": model, "owned_by": card.get("owned_by"),
+                                   "max_model_len": card.get("max_model_len"), "abnormal": abnormal})
+        progress(f"recorded {len(rows)} answers as the expectation table {record}")
+    out = {"target": url, "cases": len(cases), "total": _counts(tally), "clean": tally.clean,
+           "findings": tally.findings, "unjudged": tally.unjudged}
+    if table is not None:
+        out["judged_against"] = expect
+    return out
 
 
 def _counts(t: Tally) -> dict:
@@ -290,6 +315,8 @@ def render(result: dict) -> str:
     for c in COUNTS:
         cells = [str(result[col].get(c, 0)) if col == "total" or c in PER_PATH else "" for col in cols]
         lines.append(f"  {LABELS[c]:<44}" + "".join(f"{v:>10}" for v in cells))
+    if result.get("judged_against"):
+        lines.append(f"  (wrong answers: those that differ from the engine's own table {result['judged_against']})")
     lines.append("")
     lines += [f"  ! {f}" for f in result["findings"][:40]]
     unjudged = result.get("unjudged") or []
@@ -312,8 +339,11 @@ def cmd_selftest(args) -> int:
                 print(f"error: {args.url} is not a loopback address; the self-test sends hostile traffic, so it "
                       f"only goes to 127.0.0.0/8 here", flush=True)
                 return 2
-            result = run_url(args.url.rstrip("/"), args.model, progress, args.abnormal)
+            result = run_url(args.url.rstrip("/"), args.model, progress, args.abnormal, args.record, args.expect)
         else:
+            if args.record or args.expect:
+                print("error: --record and --expect go with --url (an engine of yours)", flush=True)
+                return 2
             if not 1 <= args.replicas <= 8:
                 print("error: --replicas must be between 1 and 8", flush=True)
                 return 2
