@@ -216,9 +216,9 @@ def cmd_list(a) -> int:
 
     folder = "experiments" if a.what == "experiments" else "targets"
     files = sorted(glob.glob(os.path.join(folder, "*.yaml")))
-    if folder == "targets":  # users' stacks and real engines (opt-in: scripts/engines.sh builds them), vendors
-        files += [f for sub in ("stacks", "engines", "vendors") for f in sorted(glob.glob(os.path.join(folder, sub,
-                                                                                                     "*.yaml")))]
+    # users' stacks and real engines (opt-in: scripts/engines.sh builds them), vendors
+    subs = ("stacks", "engines", "vendors") if folder == "targets" else ("stacks",)
+    files += [f for sub in subs for f in sorted(glob.glob(os.path.join(folder, sub, "*.yaml")))]
     if not files:
         print(f"no {folder}/*.yaml here", file=sys.stderr)
         return 0
