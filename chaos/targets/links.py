@@ -200,7 +200,8 @@ class Links:
         self._start(inst, cmd, inst.url + "/version", None, should_stop)
 
     def _start(self, inst: Instance, cmd: list[str], ready_url: str, env: dict | None, should_stop) -> None:
-        inst.proc, inst.create_time = spawn(cmd, inst.log_path, env)
+        # a stack's secrets (LiteLLM's master key) are its parts' alone: a proxy forwards headers, it needs none
+        inst.proc, inst.create_time = spawn(cmd, inst.log_path, env, withhold=getattr(self.target, "secrets", ()))
         inst.pid, inst.state = inst.proc.pid, "starting"
         self.processes.append(inst)
         self.on_spawn(inst)

@@ -178,6 +178,7 @@ class StackTarget(Target):
             if self.gateway_part.config is not None:
                 tpl = template_path(spec.source, self.gateway_part.config)
                 self.config_path = os.path.join(out_dir, CONFIG_NAME + config_suffix(tpl))
+        self.secrets = tuple(sorted({n for p in self.parts() for n in p.secrets}))  # the proxies get none of them
         missing = [n for p in self.parts() for n in p.secrets if not os.environ.get(n)]
         if missing:
             raise TargetError(f"the stack needs {', '.join(sorted(set(missing)))} in the environment (its secrets: "

@@ -123,3 +123,26 @@ def test_a_command_without_port_or_a_config_it_never_reads_is_refused(tmp_path):
     said = _problems(str(t))
     assert "replica.command: the command must contain {port}" in said
     assert "gateway.command: config: and {config} in the command go together" in said
+
+
+def test_a_links_proxy_is_spawned_without_the_stacks_secrets(tmp_path, monkeypatch):
+    """LiteLLM's master key is the gateway's: the LLM proxy on a hop forwards headers and gets none of it."""
+    from types import SimpleNamespace
+
+    import psutil
+
+    from chaos.targets.base import Instance
+    from chaos.targets.links import L7, Links
+
+    monkeypatch.setenv("CHAOS_TEST_GW_KEY", "gw-secret")
+    monkeypatch.setenv("CHAOS_TEST_OTHER", "kept")
+    up = [Instance(0, "r0", "http://127.0.0.1:9", 9)]
+    target = SimpleNamespace(instances=up, gateway=None, all_instances=lambda: up, fault_token="t",
+                             secrets=("CHAOS_TEST_GW_KEY",), spec=SimpleNamespace(settings={}))
+    links = Links(target, {"r0": {L7}}, str(tmp_path), run_tag="s")
+    try:
+        links.up()
+        env = psutil.Process(links.processes[0].pid).environ()
+        assert "CHAOS_TEST_GW_KEY" not in env and env.get("CHAOS_TEST_OTHER") == "kept"
+    finally:
+        links.down(grace=2)
