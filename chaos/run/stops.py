@@ -14,7 +14,8 @@ failed health check; here, on what the user's own dashboards already watch).
 A condition stops the run when it has held at every observation for the whole window (`for`), like a Prometheus
 alert's `for:`. A metric holds when the scraped value is above the bound; a query holds when it returns any sample
 (alerting semantics: write the comparison into the query). A scrape that fails and a query that cannot be asked
-are not observations: they neither hold nor break a condition; the first failure of the query is said once.
+are not observations: they neither hold nor break a condition (one not seen holding for STALE_S no longer fires);
+the first failure of the query is said once.
 """
 
 from __future__ import annotations
@@ -53,11 +54,16 @@ class PromStop:
         return f"Prometheus query {self.query!r}"
 
 
+STALE_S = 5.0  # a condition last seen holding longer ago than this (its instance no longer answers) does not fire
+
+
 @dataclass(slots=True)
 class Held:
-    """Since when a condition has held without a break (None: it does not hold now), and what was seen."""
+    """Since when a condition has held without a break (None: it does not hold now), when it was last seen
+    holding, and what was seen."""
 
     since: float | None = None
+    last: float | None = None
     seen: str = ""
 
 
@@ -103,9 +109,9 @@ class Stops:
             h = self.held.setdefault(name, Held())
             if holds:
                 h.since = h.since if h.since is not None else t
-                h.seen = seen
+                h.last, h.seen = t, seen
             else:
-                h.since, h.seen = None, ""
+                h.since, h.last, h.seen = None, None, ""
 
     def feed_scrape(self, t: float, instance: str, values: dict) -> None:
         """One instance's successful scrape (the scraper calls this from its thread)."""
@@ -145,7 +151,7 @@ class Stops:
         """The reason to stop, once a condition has held for the whole window."""
         with self._lock:
             for name, h in self.held.items():
-                if h.since is not None and now - h.since >= self.span:
+                if h.since is not None and now - h.since >= self.span and now - h.last <= STALE_S:
                     return f"{name} held for {now - h.since:.1f}s (abort_when for {self.span:g}s): {h.seen}"
         return None
 

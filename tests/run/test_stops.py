@@ -30,6 +30,14 @@ def test_a_metric_stops_only_once_it_has_held_for_the_whole_window():
     assert said.startswith("waiting of r0 above 10 held for 2.0s") and "waiting of r0 = 11" in said
 
 
+def test_a_condition_no_longer_observed_does_not_fire():
+    s = Stops([MetricStop("waiting", 10, "r0")], None, span=2.0)
+    s.feed_scrape(100.0, "r0", {"waiting": 12})
+    s.feed_scrape(101.0, "r0", {"waiting": 12})
+    assert s.check(102.5) is not None  # held 2.5 s, seen 1.5 s ago
+    assert s.check(107.0) is None  # r0 stopped answering: 6 s without an observation
+
+
 def test_any_instance_is_watched_each_on_its_own_and_a_missing_key_is_no_observation():
     s = Stops([MetricStop("kv_usage", 0.9)], None, span=1.0)
     s.feed_scrape(10.0, "r0", {"kv_usage": 0.95})
