@@ -37,7 +37,8 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, data
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SEEN: Counter = Counter()  # what the draws came to: asserted on at the end, so a generator gone dull fails
 # One worker under xdist, in file order: SEEN is this process's.
-pytestmark = pytest.mark.xdist_group("experiment-fuzz")
+# Generative (~15 s of examples): with the whole suite, beside the timed runs, not in the fast tier's 5 minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("experiment-fuzz")]
 
 NAMES = ["r0", "r1", "b0", "gw", "client", "random", "r9", "nosuch", "0", "1", "15", "16", "-1"]
 HOSTILE = st.one_of(

@@ -28,7 +28,9 @@ from chaos.targets import make_target
 from .test_fuzz import EXAMPLES, FUZZ, YAML_ABUSE, mutate
 
 SEEN: Counter = Counter()
-pytestmark = pytest.mark.xdist_group("experiment-fuzz-files")  # one worker, in file order: SEEN is this process's
+# one worker, in file order: SEEN is this process's; generative (~16 s), so with the whole suite, beside the timed
+# runs, not in the fast tier
+pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("experiment-fuzz-files")]
 PARSER = build_parser(only="validate")
 EXPERIMENT = "name: member\ntarget: {kind: reference, replicas: 1, preset: tiny}\nload: {workload: chat, users: 1, " \
              "duration: 5s}\n"
