@@ -144,13 +144,12 @@ def send_all(tally: Tally, cases, urls: list[tuple[str, str]], headers: dict, pr
             watcher.in_flight = f"{case.name!r} to {where}"
         status, _, body = send(case, url, headers=headers)
         tally.requests += 1
-        code = body.get("error", {}).get("code") if isinstance(body, dict) and isinstance(body.get("error"), dict) \
-            else None
+        obs = observed(status, body)
+        code = obs["code"]
         if status is None or status >= 500:
             tally.errors_5xx += 1
         # a generated abnormal case is judged whole (status, error.param and error.code, choices on a 200)
         problem = check(case, status, body) if isinstance(case, AbnormalCase) else None
-        obs = observed(status, body)
         if rows is not None:
             rows.append({"case": case.name, **obs, "verdict": verdict(case, obs, problem)})
         if table is not None:

@@ -140,9 +140,9 @@ def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
                 problems.append(((role, "files", i), f"{path} does not exist{hint}"))
         if role == "gateway" and part.config is not None:
             tpl = template_path(target_file, part.config)
-            reps = [{"id": f"r{i}", "index": i, "host": "127.0.0.1", "port": FAKE_PORT0 + i,
-                     "url": f"http://127.0.0.1:{FAKE_PORT0 + i}",
-                     "api_base": f"http://127.0.0.1:{FAKE_PORT0 + i}{Part.from_dict(d['replica']).api_base}"}
+            api_base = Part.from_dict(d["replica"]).api_base
+            reps = [replica_context(Instance(i, f"r{i}", f"http://127.0.0.1:{FAKE_PORT0 + i}", FAKE_PORT0 + i),
+                                    f"http://127.0.0.1:{FAKE_PORT0 + i}", api_base)
                     for i in range(int(d.get("replicas", 1)))]
             try:
                 check_rendered(tpl, render(tpl, reps, d.get("model", ""), FAKE_PORT0 - 1), reps)
