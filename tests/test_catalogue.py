@@ -11,8 +11,9 @@ import pytest
 from .run.test_runs import chaos_run, skip_if_not_judged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.yaml"))) + sorted(
-    glob.glob(os.path.join(ROOT, "experiments", "stacks", "*.yaml")))  # real engines: tests/run/test_stacks.py
+# real engines and stacks: tests/run/test_stacks.py and test_engine_profiles.py
+FILES = sorted(glob.glob(os.path.join(ROOT, "experiments", "*.yaml"))) + [
+    f for sub in ("stacks", "engines") for f in sorted(glob.glob(os.path.join(ROOT, "experiments", sub, "*.yaml")))]
 NAMES = [os.path.basename(f)[:-len(".yaml")] for f in FILES]
 
 # The experiments no other test runs, with their short mode (the faults early, a short load).

@@ -12,8 +12,9 @@ DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}
 
 
 def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str | None, out_dir: str,
-                tokenizer: str = "auto", ignore_eos: bool = True) -> LoadConfig:
-    """ignore_eos: the target file's switch (false for vendors that refuse unknown fields)."""
+                tokenizer: str = "auto", ignore_eos: bool = True, keep_alive: bool = True) -> LoadConfig:
+    """ignore_eos, keep_alive: the target file's switches (false for vendors that refuse unknown fields; for
+    servers that close connections they promised to keep)."""
     plan = plan_from({"stop_timeout": "5s", **load})
     common = dict(input_tokens=load.get("input_tokens"), output_tokens=load.get("output_tokens"),
                   temperature=load.get("temperature", 0.0))
@@ -37,4 +38,5 @@ def load_config(load: dict, urls: list[str], model: str | None, api_key_env: str
     return LoadConfig(target=urls[0], also=urls[1:], plan=plan, workload=specs, out_dir=out_dir, model=model,
                       seed=load.get("seed", 0), tokenizer=tokenizer, stream=load.get("stream", True),
                       timeouts=Timeouts(parse_duration(t["connect"]), dur(t["first_token"]), dur(t["total"])),
-                      retries=load.get("retries", 0), api_key_env=api_key_env, ignore_eos=ignore_eos)
+                      retries=load.get("retries", 0), api_key_env=api_key_env, ignore_eos=ignore_eos,
+                      keep_alive=keep_alive)

@@ -34,6 +34,7 @@ class TargetSpec:
     replicas: int = 1
     startup_timeout: float = 60.0
     ignore_eos: bool = True  # the load sends vLLM's ignore_eos when the workload fixes the output length
+    keep_alive: bool = True  # the load's clients reuse connections
     allow_remote: bool = False  # replicas may listen beyond loopback / base_url may be remote
 
     @property
@@ -127,7 +128,8 @@ def _target_spec(d: dict, source: str, public: dict) -> TargetSpec:
     return TargetSpec(kind=d["kind"], name=public.get("name") or d["kind"], settings=d, source=source,
                       replicas=int(d.get("replicas", 1)),
                       startup_timeout=parse_duration(d.get("startup_timeout", 120 if d["kind"] == "docker" else 60)),
-                      ignore_eos=d.get("ignore_eos", True), allow_remote=d.get("allow_remote", False))
+                      ignore_eos=d.get("ignore_eos", True), keep_alive=d.get("keep_alive", True),
+                      allow_remote=d.get("allow_remote", False))
 
 
 def _verify(doc: Located) -> tuple[Verify, list[str]]:

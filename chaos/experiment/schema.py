@@ -88,7 +88,11 @@ TOXIPROXY = {"description": "the Toxiproxy server network faults go through (def
                             "a toxiproxy-server you run (container or host): its API URL"),
                        _obj({"server": {"type": "string", "minLength": 1}}, ["server"],
                             "a toxiproxy-server binary the run starts, journals and stops")]}
+KEEP_ALIVE = {"type": "boolean", "description": "clients reuse connections (default true); false: a new connection "
+                                               "per request, sent with `Connection: close`, for a server that "
+                                               "closes connections it promised to keep (docs/engines.md)"}
 COMMON_TARGET = {"name": {"type": "string", "maxLength": 200}, "vars": VARS, "ignore_eos": IGNORE_EOS,
+                 "keep_alive": KEEP_ALIVE,
                  "toxiproxy": TOXIPROXY,
                  # chaos capacity's cost sum (docs/plan.md); the command line's --price-* win
                  "price_per_hour": {**number(0, 1e9, exclusive=True),
@@ -116,8 +120,9 @@ GATEWAY = _obj({
 METRICS_PATH = {"type": "string", "pattern": "^/",
                 "description": "where each instance serves Prometheus text, from the root of its host (default "
                                "/metrics, not under the API's base path)"}
+# an integer item is a word too: `-c, ${CONTEXT}` substitutes a number
 COMMAND = {"description": "command line; {port} and {replica} are filled in",
-           "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+           "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "integer"]}}]}
 ENV = {"type": "object", "additionalProperties": {"type": "string"}}
 
 # chaos/load/limits.py keeps a load within them (docs/targets.md)
@@ -154,7 +159,10 @@ def _stack_part(gateway: bool) -> dict:
     if gateway:
         props |= {"config": {"type": "string", "description": "a Jinja template of the gateway's config, relative "
                                                               "to this file, rendered with the replicas' addresses"},
-                  "routing_delay": duration(maximum=3600)}
+                  "routing_delay": duration(maximum=3600),
+                  "check": {**COMMAND, "description": "a command that tests the rendered config before anything "
+                                                      "starts ({config}, {run_dir}, {python}; nginx -t): a non-zero "
+                                                      "exit refuses the target with what it said"}}
     return _obj(props, ["command"], "the gateway in front of the replicas; the load goes through it" if gateway
                 else "how each replica is started")
 

@@ -65,6 +65,9 @@ def register(sub, formatter) -> None:
     g.add_argument("--no-ignore-eos", action="store_true",
                    help="do not send vLLM's ignore_eos (for servers that refuse unknown fields): a model's EOS can "
                         "then end a stream before --output-tokens; the summary counts those")
+    g.add_argument("--no-keep-alive", action="store_true",
+                   help="a new connection per request (`Connection: close`), for a server that closes connections "
+                        "it promised to keep: llama.cpp's llama-server after every stream (docs/engines.md)")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--replay", metavar="FILE", help="JSONL of OpenAI request bodies (with optional timestamp)")
     g.add_argument("--replay-speed", type=float, metavar="X",
@@ -159,7 +162,8 @@ def build_config(a, target: str | None = None) -> LoadConfig:
                       timeouts=Timeouts(parse_duration(a.timeout_connect), _timeout(a.timeout_first_token),
                                         _timeout(a.timeout_total)),
                       retries=a.retries, api_key_env=a.api_key_env, think_time=parse_duration(a.think_time),
-                      workers=a.workers, ui_port=a.ui, ignore_eos=not a.no_ignore_eos)
+                      workers=a.workers, ui_port=a.ui, ignore_eos=not a.no_ignore_eos,
+                      keep_alive=not a.no_keep_alive)
 
 
 def aim(cfg: LoadConfig, r) -> None:
@@ -168,6 +172,7 @@ def aim(cfg: LoadConfig, r) -> None:
     cfg.model = cfg.model or r.model or None
     cfg.api_key_env = r.api_key_env or cfg.api_key_env
     cfg.ignore_eos = cfg.ignore_eos and r.ignore_eos
+    cfg.keep_alive = cfg.keep_alive and r.keep_alive
     cfg.limits = r.limits
 
 

@@ -57,6 +57,8 @@ class LoadConfig:
     ui_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT while running
     also: list[str] = field(default_factory=list)  # more base URLs: requests rotate over target + these
     ignore_eos: bool = True  # send vLLM's ignore_eos where the workload fixes the output length
+    keep_alive: bool = True  # False: a new connection per request (`Connection: close`)
+    host_ids: list[str] = field(default_factory=list)  # the instance behind each base URL, when no gateway
     limits: object = None  # chaos.load.limits.Limits a vendor target states: start() caps the load to them
 
     def __post_init__(self):
@@ -246,10 +248,10 @@ class LoadRun(ReplayRun):
                                      "replay_file": s.replay_file, "extra": s.extra}, w] for s, w in cfg.workload],
                          "seed": cfg.seed, "tokenizer": self.tokenizer, "ignore_eos": cfg.ignore_eos},
             "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
-            "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]],
+            "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]], "host_ids": cfg.host_ids,
             "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
             "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
-            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "workers": max(1, cfg.workers),
+            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "keep_alive": cfg.keep_alive, "workers": max(1, cfg.workers),
         }
         config_path = os.path.join(cfg.out_dir, "load-config.json")
         with open(config_path, "w") as f:
@@ -389,7 +391,8 @@ class LoadRun(ReplayRun):
         with open(os.path.join(self.cfg.out_dir, "summary.json"), "w") as f:
             json.dump({"target": self.cfg.target, "model": self.model, "tokenizer": self.tokenizer,
                        "token_counts": "exact" if self.tokenizer == "byte" else "estimate",
-                       "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos, "plan": plan.to_dict(),
+                       "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos,
+                       "keep_alive": self.cfg.keep_alive, "plan": plan.to_dict(),
                        "limits": self.cfg.limits.to_dict() if self.cfg.limits is not None else None,
                        "interrupted": self.interrupted,
                        "locust_exit_code": rc, "notes": self.notes, "replay": replay, "scrub": facts.get("scrub"),

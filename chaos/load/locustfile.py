@@ -265,8 +265,13 @@ class LLMUser(FastHttpUser):
                             fixed_output=req.fixed_output, source_line=req.source_line, scrubbed=req.scrubbed,
                             stability_key=req.stability_key,
                             requested_tokens=asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
+        ids = CFG.get("host_ids") or []
+        if len(ids) == len(hosts):  # no gateway: the replica it was sent to, unless the answer names another
+            rec.served_by = ids[index % len(ids)]
         # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.records.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
+        if not CFG.get("keep_alive", True):
+            headers["Connection"] = "close"  # the target's keep_alive: false (the pool then drops the socket)
         key_env = CFG.get("api_key_env")
         if key_env and os.environ.get(key_env):
             headers["Authorization"] = "Bearer " + os.environ[key_env]
@@ -296,7 +301,7 @@ class LLMUser(FastHttpUser):
         timing = StreamTiming()
         state = StreamState()
         resp_headers = None
-        resp = None
+        resp = close = None
         total = gevent.Timeout(TIMEOUTS["total"], _Timeout("total"))
         total.start()
         try:
@@ -308,11 +313,14 @@ class LLMUser(FastHttpUser):
                 err = getattr(resp, "error", None)
                 if err is not None and getattr(resp, "_response", None) is None:
                     raise err
+                if not CFG.get("keep_alive", True):
+                    close = _detached(resp)
                 resp_headers = resp.headers
                 rec.status = resp.status_code
                 if resp.headers is not None:
                     # the bundled gateway's header, else LiteLLM's deployment id (its model_info id: r0, r1)
-                    rec.served_by = resp.headers.get("x-served-by") or resp.headers.get("x-litellm-model-id")
+                    rec.served_by = (resp.headers.get("x-served-by") or resp.headers.get("x-litellm-model-id")
+                                     or rec.served_by)
                     rec.fault = merge_header(rec.fault, resp.headers)  # kept across retries
                 if rec.status >= 400:
                     payload = resp.content
@@ -352,6 +360,8 @@ class LLMUser(FastHttpUser):
             self._discard(resp)
         finally:
             total.cancel()
+            if close is not None:
+                close()
         return resp_headers
 
     @staticmethod
@@ -363,7 +373,7 @@ class LLMUser(FastHttpUser):
             with gevent.Timeout(1.0, False):
                 while raw.readline(b"\n"):
                     pass
-            raw.release()  # complete: returned to the pool; cut short: closed
+            raw.release()  # complete: returned to the pool (unless _detached); cut short: closed
         except Exception:
             pass
 
@@ -375,6 +385,18 @@ class LLMUser(FastHttpUser):
                 raw.release()  # an unfinished response: the pool closes its socket
             except Exception:
                 pass
+
+def _detached(resp):
+    """The target's keep_alive: false. Take the response's connection out of geventhttpclient's hands before
+    the body is read (it pools a connection the moment a message completes, by the response's headers alone,
+    whatever the request said); the returned call closes it and frees its slot in the pool."""
+    raw = getattr(resp, "_response", None)
+    pool, sock = getattr(raw, "_pool", None), getattr(raw, "_sock", None)
+    if pool is None or sock is None:
+        return None
+    raw._pool = None  # its release() then leaves the socket to us
+    return lambda: pool.release_socket(sock)
+
 
 class PlanShape(LoadTestShape):
     """Users over time from the plan; None ends the run (Locust then stops every user)."""

@@ -217,7 +217,7 @@ def cmd_list(a) -> int:
     folder = "experiments" if a.what == "experiments" else "targets"
     files = sorted(glob.glob(os.path.join(folder, "*.yaml")))
     # users' stacks and real engines (opt-in: scripts/engines.sh builds them), vendors
-    subs = ("stacks", "engines", "vendors") if folder == "targets" else ("stacks",)
+    subs = ("stacks", "engines", "vendors") if folder == "targets" else ("stacks", "engines")
     files += [f for sub in subs for f in sorted(glob.glob(os.path.join(folder, sub, "*.yaml")))]
     if not files:
         print(f"no {folder}/*.yaml here", file=sys.stderr)

@@ -264,8 +264,11 @@ class Runner:
     def _start_load(self) -> None:
         self._await_warm_imports()
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
-                          ignore_eos=self.exp.target.ignore_eos)
+                          ignore_eos=self.exp.target.ignore_eos, keep_alive=self.exp.target.keep_alive)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
+        fronted = self.target.fronted
+        if fronted and all(i in self.target.instances for i in fronted):
+            cfg.host_ids = [i.id for i in fronted]  # no gateway: who served a request is where it was sent
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
         self.stops = start_stops(self, self.scraper)
         self.load = LoadRun(cfg, progress=lambda m: None, clock=self.clock)

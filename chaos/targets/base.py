@@ -55,6 +55,7 @@ class Instance:
     up_since: float | None = None  # when its last health wait passed (target.clock; a restart sets it anew)
     metrics_path: str | None = "/metrics"  # from the URL's root, where engines serve it; None: it serves none
     metrics_key_env: str | None = None  # the variable holding the bearer key its /metrics asks for (LiteLLM's)
+    front: bool = False  # a gateway: every answer passes it, none names it as who served
 
     @property
     def metrics_url(self) -> str | None:
@@ -73,7 +74,7 @@ class Instance:
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
                 "create_time": self.create_time, "container": self.container,
-                "engine": self.engine, "up_since": self.up_since}
+                "engine": self.engine, "up_since": self.up_since} | ({"front": True} if self.front else {})
 
 
 def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool:
@@ -111,9 +112,14 @@ class Target:
         return self.links.front(inst) if self.links is not None else inst.url
 
     @property
+    def fronted(self) -> list[Instance]:
+        """The instances the load sends to: the gateway where there is one, else the replicas."""
+        return list(self.instances)
+
+    @property
     def urls(self) -> list[str]:
         """Where the load goes."""
-        return [self.front(i) for i in self.instances]
+        return [self.front(i) for i in self.fronted]
 
     def all_instances(self) -> list[Instance]:
         """Every process or container this target runs (primaries, and for some kinds backups and a gateway)."""

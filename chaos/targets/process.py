@@ -22,7 +22,7 @@ class ProcessTarget(Target):
 
     def command(self, inst: Instance) -> list[str]:
         cmd = self.spec.settings["command"]
-        parts = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        parts = shlex.split(cmd) if isinstance(cmd, str) else [str(p) for p in cmd]
         if not any("{port}" in p for p in parts):
             raise TargetError("the process target's command must contain {port}, where it should listen")
         return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]

@@ -66,11 +66,11 @@ class ReferenceTarget(Target):
                                              log_path=os.path.join(out_dir, f"backup-b{i}.log")))
             port = free_port()
             self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
-                                    log_path=os.path.join(out_dir, "gateway.log"))
+                                    log_path=os.path.join(out_dir, "gateway.log"), front=True)
 
     @property
-    def urls(self) -> list[str]:
-        return [self.front(self.gateway)] if self.gateway else [self.front(i) for i in self.instances]
+    def fronted(self) -> list[Instance]:
+        return [self.gateway] if self.gateway else list(self.instances)
 
     def all_instances(self) -> list[Instance]:
         return self.instances + self.backups + ([self.gateway] if self.gateway else [])

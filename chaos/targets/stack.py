@@ -46,17 +46,20 @@ class Part:
     api_base: str = "/v1"  # the OpenAI API's base path on this part, for a template's api_base
     routing_delay: float = 0.0
     metrics_key_env: str | None = None  # its /metrics wants this variable's value as a bearer key
+    check: list[str] | None = None  # tests the rendered config before anything starts (nginx -t)
 
     @classmethod
     def from_dict(cls, d: dict) -> Part:
         cmd = d["command"]
-        return cls(command=shlex.split(cmd) if isinstance(cmd, str) else list(cmd),
+        return cls(command=shlex.split(cmd) if isinstance(cmd, str) else [str(p) for p in cmd],
                    health_path=d.get("health_path", "/health"), metrics_path=d.get("metrics_path", "/metrics"),
                    engine=d.get("engine", "other"), env=dict(d.get("env") or {}),
                    secrets=tuple(d.get("secrets") or ()), files=tuple(d.get("files") or ()),
                    build=d.get("build", ""), config=d.get("config"), api_base=d.get("api_base", "/v1"),
                    routing_delay=parse_duration(d.get("routing_delay", 0)),
-                   metrics_key_env=d.get("metrics_key_env"))
+                   metrics_key_env=d.get("metrics_key_env"),
+                   check=None if d.get("check") is None else
+                   shlex.split(d["check"]) if isinstance(d["check"], str) else [str(p) for p in d["check"]])
 
 
 def template_path(target_file: str, config: str) -> str:
@@ -110,6 +113,29 @@ def check_rendered(template_file: str, text: str, replicas: list[dict]) -> None:
                           f"{str(e).splitlines()[0]}") from None
 
 
+def run_check(part: Part, template_file: str, text: str) -> str | None:
+    """The gateway's own test of its rendered config (nginx -t), in a scratch folder: None when it passes,
+    else what it said."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="chaos-check-") as scratch:
+        path = os.path.join(scratch, CONFIG_NAME + config_suffix(template_file))
+        with open(path, "w") as f:
+            f.write(text)
+        cmd = [p.replace("{config}", path).replace("{run_dir}", scratch).replace("{python}", sys.executable)
+               for p in part.check]
+        try:
+            done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=60, env={k: v for k, v in os.environ.items() if k not in part.secrets})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"its check {cmd[0]} could not run: {e}"
+        if done.returncode == 0:
+            return None
+        said = (done.stderr + done.stdout).replace(path, "the rendered config").strip().splitlines()
+        return f"its check ({' '.join(part.check)}) exited {done.returncode}: " + " | ".join(said[-5:])
+
+
 def config_suffix(template_file: str) -> str:
     name = os.path.basename(template_file).removesuffix(".j2").removesuffix(".jinja")
     return os.path.splitext(name)[1] or ".conf"
@@ -129,9 +155,7 @@ def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
             problems.append(((role, "command"), f"{exe} does not exist{hint}"))
         elif "/" not in exe and not exe.startswith("{") and shutil.which(exe) is None:
             problems.append(((role, "command"), f"command not found: {exe!r}{hint}"))
-        if not any("{port}" in p for p in part.command):
-            problems.append(((role, "command"), "the command must contain {port}, where it should listen (the run "
-                                                "picks a free loopback port)"))
+        port_said = any("{port}" in p for p in part.command)  # or, for a gateway, its config says {{ port }}
         if role == "gateway" and (part.config is not None) != any("{config}" in p for p in part.command):
             problems.append(((role, "command"), "config: and {config} in the command go together: the gateway "
                                                 "must be told where its rendered config is"))
@@ -145,9 +169,19 @@ def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
                                     f"http://127.0.0.1:{FAKE_PORT0 + i}", api_base)
                     for i in range(int(d.get("replicas", 1)))]
             try:
-                check_rendered(tpl, render(tpl, reps, d.get("model", ""), FAKE_PORT0 - 1), reps)
+                text = render(tpl, reps, d.get("model", ""), FAKE_PORT0 - 1)
+                check_rendered(tpl, text, reps)
+                port_said = port_said or str(FAKE_PORT0 - 1) in text
+                said = run_check(part, tpl, text) if part.check and not problems else None
+                if said:
+                    problems.append(((role, "check"), f"{tpl}: the rendered config fails {said}"))
             except TargetError as e:
                 problems.append(((role, "config"), str(e)))
+                port_said = True  # said once is enough
+        if not port_said:
+            problems.append(((role, "command"), "the command must contain {port}, where it should listen (the run "
+                                                "picks a free loopback port)" + (", or its config template "
+                                                "{{ port }}" if role == "gateway" else "")))
     return problems
 
 
@@ -174,7 +208,7 @@ class StackTarget(Target):
             self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
                                     log_path=os.path.join(out_dir, "gateway.log"),
                                     metrics_path=self.gateway_part.metrics_path,
-                                    metrics_key_env=self.gateway_part.metrics_key_env)
+                                    metrics_key_env=self.gateway_part.metrics_key_env, front=True)
             if self.gateway_part.config is not None:
                 tpl = template_path(spec.source, self.gateway_part.config)
                 self.config_path = os.path.join(out_dir, CONFIG_NAME + config_suffix(tpl))
@@ -191,8 +225,8 @@ class StackTarget(Target):
         return self.gateway_part if inst is self.gateway else self.replica_part
 
     @property
-    def urls(self) -> list[str]:
-        return [self.front(self.gateway)] if self.gateway else [self.front(i) for i in self.instances]
+    def fronted(self) -> list[Instance]:
+        return [self.gateway] if self.gateway else list(self.instances)
 
     def all_instances(self) -> list[Instance]:
         return self.instances + ([self.gateway] if self.gateway else [])

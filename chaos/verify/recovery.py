@@ -40,6 +40,7 @@ class FaultWindow:
     instances: list = field(default_factory=list)  # ids of the instances it was applied to
     back_at: dict = field(default_factory=dict)  # instance id -> when it was back up (up_since after the revert)
     link: bool = False  # a fault on the link to `instances[0]`: it is back at the revert
+    fronts: set = field(default_factory=set)  # ids of gateways among `instances`: serving is any answer at all
 
 
 def fault_windows(journal: list[dict]) -> list[FaultWindow]:
@@ -52,7 +53,9 @@ def fault_windows(journal: list[dict]) -> list[FaultWindow]:
             ids = [i.get("id") for i in plan.get("instances") or [] if isinstance(i, dict) and i.get("id")]
             link = not ids and plan.get("link") not in (None, "client")  # a link fault on the way to one instance
             out[name] = FaultWindow(name, e.get("type") or "", float(e["t"]), instances=[plan["link"]] if link
-                                    else ids, link=link)
+                                    else ids, link=link,
+                                    fronts={i["id"] for i in plan.get("instances") or []
+                                            if isinstance(i, dict) and i.get("front")})
         elif e.get("event") == "fault_reverted" and name in out and out[name].end is None:
             w = out[name]
             w.end = float(e["t"])
@@ -205,12 +208,14 @@ def restore(tl: Timeline, w: FaultWindow, baseline, width: float, from_t: float 
         # back: after its restart (the journal's up_since), or at the revert of a link fault on the way to it;
         # never before the fault (an up_since from an earlier restart says nothing about this fault)
         since = w.back_at.get(inst) or (w.end if w.end is not None else w.start)
-        served = np.flatnonzero(tl.ok & (tl.start >= since) & tl.served_by(inst))
+        front = inst in w.fronts  # a gateway: any ok answer sent after it was back passed it
+        served = np.flatnonzero(tl.ok & (tl.start >= since) & (True if front else tl.served_by(inst)))
         if not len(served):
             why = "never served again" if w.end is not None else "was never brought back"
             return _figure(None, None, f"{inst} {why} before the run ended")
         first = float(tl.end[served].min())
-        parts.append(f"{inst} served again {first - w.start:.3f} s after the fault")
+        parts.append(f"{inst}{' (the gateway: every answer passes it)' if front else ''} served again "
+                     f"{first - w.start:.3f} s after the fault")
         at = max(at, first)
     low = None if baseline is None else baseline.low
     if low is None:

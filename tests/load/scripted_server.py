@@ -15,10 +15,11 @@ import time
 
 class ScriptedServer:
     def __init__(self, mode="ok", first_delay=0.0, gap=0.0, tokens=5, retry_after_ms=10, terminator_delay=0.0,
-                 odd=None, odd_at=0, finish="stop", on_chunk=None, script=None):
+                 odd=None, odd_at=0, finish="stop", on_chunk=None, script=None, served_by="scripted-1"):
         self.mode, self.first_delay, self.gap, self.tokens = mode, first_delay, gap, tokens
         self.terminator_delay = terminator_delay  # the chunked end marker as a later write, as uvicorn does
         self.odd, self.odd_at = odd, odd_at  # a chunk object sent in place of content piece odd_at (-1: the usage)
+        self.served_by = served_by  # its x-served-by (None: none, as llama-server and vLLM send)
         self.finish = finish  # the last content chunk's finish_reason (None: a stream that never says why it ended)
         self.on_chunk = on_chunk  # called (in the server's thread) with the index of each content chunk written
         # (mode, x-chaos-fault value, a list of them, or None) for the 1st, 2nd, ... generation request, as a fault proxy in front
@@ -127,8 +128,9 @@ class ScriptedServer:
         if mode == "reset_early":
             self._reset(writer)
             return False
+        served = f"x-served-by: {self.served_by}\r\n" if self.served_by else ""
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                     b"x-served-by: scripted-1\r\n" + fault_header.encode() + b"\r\n")
+                     + served.encode() + fault_header.encode() + b"\r\n")
         await writer.drain()
         await asyncio.sleep(self.first_delay)
         text = "{\"a\": 1}" if mode == "json_ok" else "tok"

@@ -91,6 +91,25 @@ def test_a_stream_that_ends_with_done_but_no_finish_reason_is_a_stream_error(tmp
                            for r in records), records
 
 
+def test_keep_alive_off_sends_each_request_on_a_connection_of_its_own(tmp_path):
+    """A target's keep_alive: false (llama-server closes connections it promised to keep): every request goes
+    on a new connection, even to a server that would keep it, and says `Connection: close`."""
+    with ScriptedServer("ok", gap=0.001) as srv:
+        _, kept = run(srv.url, fixed(1, 10.0, max_requests=6), tmp_path / "kept")
+        kept_connections, srv.connections = srv.connections, 0
+        _, fresh = run(srv.url, fixed(1, 10.0, max_requests=6), tmp_path / "fresh", keep_alive=False)
+        assert len(kept) == len(fresh) == 6 and all(r.outcome == "ok" for r in kept + fresh)
+        assert kept_connections < 6 <= srv.connections, (kept_connections, srv.connections)
+
+
+def test_without_a_gateway_who_served_is_where_the_request_went(tmp_path):
+    """host_ids: the load goes straight to the replicas, and none names itself: a request is its replica's."""
+    with ScriptedServer("ok", gap=0.001, served_by=None) as a, ScriptedServer("ok", gap=0.001, served_by=None) as b:
+        _, records = run(a.url, fixed(1, 10.0, max_requests=6), tmp_path, also=[b.url], host_ids=["r0", "r1"])
+    assert sorted(r.served_by for r in records) == ["r0"] * 3 + ["r1"] * 3
+    assert a.received == b.received == 3
+
+
 @pytest.mark.parametrize("mode,outcome,code", [
     ("http429", "http_error", "rate_limit_exceeded"),
     ("reset_early", "reset", None),

@@ -146,3 +146,39 @@ def test_a_links_proxy_is_spawned_without_the_stacks_secrets(tmp_path, monkeypat
         assert "CHAOS_TEST_GW_KEY" not in env and env.get("CHAOS_TEST_OTHER") == "kept"
     finally:
         links.down(grace=2)
+
+
+def test_a_gateway_may_take_its_port_from_its_config_and_numbers_are_words(tmp_path):
+    """nginx listens where its config says: {{ port }} in the template stands for {port} in the command; a
+    command item that is a number (a variable like ${CONTEXT}) is passed as its text."""
+    (tmp_path / "gw.conf.j2").write_text("listen {{ port }};\n{% for r in replicas %}server {{ r.host }}:{{ r.port }};\n"
+                                         "{% endfor %}")
+    t = tmp_path / "s.yaml"
+    t.write_text('kind: stack\nmodel: m\nreplicas: 2\nreplica:\n  command: ["{python}", -m, http.server, "{port}", '
+                 '-c, 1024]\ngateway:\n  command: ["{python}", -m, http.server, --directory, "{config}"]\n'
+                 '  config: gw.conf.j2\n')
+    spec, _ = load_target(str(t))
+    target = StackTarget(spec, str(tmp_path))
+    target.render_config()
+    assert f"listen {target.gateway.port};" in open(target.config_path).read()
+    assert target.command(target.instances[0])[-2:] == ["-c", "1024"]
+
+    (tmp_path / "gw.conf.j2").write_text("{% for r in replicas %}server {{ r.host }}:{{ r.port }};\n{% endfor %}")
+    said = _problems(str(t))
+    assert "gateway.command: the command must contain {port}" in said and "or its config template" in said
+
+
+def test_a_gateway_config_its_own_check_refuses_is_refused_before_anything_starts(tmp_path):
+    """`check:` is the gateway's own test of the rendered config (nginx -t): what it says is the error."""
+    checker = tmp_path / "check.py"
+    checker.write_text("import sys\ntext = open(sys.argv[1]).read()\n"
+                       "if 'bogus' in text:\n    print('unknown directive \"bogus\" in ' + sys.argv[1] + ':2')\n"
+                       "    sys.exit(1)\n")
+    good = "{% for r in replicas %}server {{ r.host }}:{{ r.port }};\n{% endfor %}"
+    path = _write(tmp_path, good, gateway_extra=f'  check: ["{{python}}", "{checker}", "{{config}}"]\n',
+                  name="gw.conf.j2")
+    load_target(path)
+    (tmp_path / "gw.conf.j2").write_text(good + "bogus on;\n")
+    said = _problems(path)
+    assert "gateway.check" in said and "gw.conf.j2: the rendered config fails its check" in said
+    assert 'unknown directive "bogus" in the rendered config:2' in said and "exited 1" in said

@@ -102,6 +102,25 @@ def test_restore_needs_the_instance_back_and_the_throughput():
     assert never["value"] is None and "r1 never served again" in never["evidence"]
 
 
+def test_a_gateway_is_restored_by_any_answer_after_it_is_back():
+    """No answer names the gateway as who served it (the replicas do): a killed gateway serves again with the
+    first ok answer sent after its restart, and never before it."""
+    journal = [{**e, "plan": {"instances": [{"id": "gw", "front": True}]}} if e["event"] == "fault_applying"
+               else {**e, "instances": [{"id": "gw", "up_since": T0 + 11.5}]} if e["event"] == "fault_reverted"
+               else e for e in JOURNAL]
+    w = fault_windows(journal)[0]
+    assert w.fronts == {"gw"} and w.back_at == {"gw": T0 + 11.5}
+    recs = steady(T0, T0 + 10) + steady(T0 + 11.6, T0 + 30)  # nothing answered while the gateway was down
+    tl = Timeline(recs, SLO_)
+    from chaos.verify.recovery import steady_rate
+
+    r = restore(tl, w, steady_rate(tl, T0, T0 + 10), 5.0)
+    assert r["value"] is not None and abs(r["value"] - 1.8) < 1e-6, r  # sent at +11.6, ended 0.2 s later
+    assert "gw (the gateway: every answer passes it) served again 1.800 s" in r["evidence"]
+    early = restore(Timeline(steady(T0, T0 + 11), SLO_), w, None, 5.0)  # answers before it was back: not it
+    assert early["value"] is None and "gw never served again" in early["evidence"]
+
+
 def test_budget_counts_failures_and_their_seconds():
     tl = Timeline(kill_run(), SLO_)
     b = budget(tl, T0 + 10, T0 + 10.05)
