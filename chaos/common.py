@@ -66,6 +66,12 @@ def _finite_float(v: int | float) -> float:
 
 # -- Retry-After ---------------------------------------------------------------------------------------------
 
+def env_text(env: dict | None) -> dict[str, str]:
+    """A target file's env: values as a process gets them (a variable may have made one a number or a boolean:
+    `true`/`false`, as most programs read them)."""
+    return {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in (env or {}).items()}
+
+
 def parse_vars(items) -> dict[str, str]:
     """--var NAME=VALUE options (repeatable) as a dict; ValueError says how to write a bad one."""
     out = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -25,7 +26,7 @@ FIGURES = (("time_to_detect", "detect"), ("time_to_failover", "failover"), ("tim
 def run_dirs(paths: list[str]) -> list[str]:
     found = []
     for p in paths:
-        for root, dirs, files in os.walk(p):
+        for root, dirs, files in os.walk(p, followlinks=True):
             dirs.sort()
             if "report.json" in files:
                 found.append(root)
@@ -37,6 +38,17 @@ def seconds(v: float | None) -> str:
     if v is None:
         return "never"
     return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def said(key: str, fig: dict) -> str:
+    """One run's figure; where there is none, why (evidence says it)."""
+    if fig.get("value") is not None:
+        return seconds(fig["value"])
+    if key == "time_to_detect":
+        return "none seen"
+    back = re.search(r"served again ([0-9.]+) s after the fault", fig.get("evidence") or "")
+    return f"never (back at {float(back.group(1)):.2f} s, throughput lower)" if back \
+        else "never"
 
 
 def percentile(fig: dict | None) -> str:
@@ -72,15 +84,18 @@ def row(runs: list[str]) -> dict:
     out["requests"] = sum(c[0] for c in counted)
     out["failed"] = sum(bad.values())
     out["failures"] = ", ".join(f"{n} × {k}" for k, n in bad.most_common(3)) + (", ..." if len(bad) > 3 else "")
+    faulted = [r for r in reports if (r.get("recovery") or {}).get("faults")]
     for key, name in FIGURES:
-        values = [((r.get("recovery") or {}).get("run") or {}).get(key, {}).get("value") for r in reports
-                  if (r.get("recovery") or {}).get("faults")]
+        figs = [r["recovery"]["run"].get(key) or {} for r in faulted]
+        values = [f.get("value") for f in figs]
         if not values:
             out[name] = "-"
         elif len(values) == 1 or None in values:
-            out[name] = " / ".join(seconds(v) for v in values)
+            out[name] = " / ".join(said(key, f) for f in figs)
         else:
             out[name] = f"{seconds(statistics.median(values))} [{seconds(min(values))}-{seconds(max(values))}]"
+        if values and len(faulted) < len(reports):
+            out[name] += f" ({len(faulted)} of {len(reports)} runs reached the fault)"
     phases = {p["kind"]: p for p in last.get("phases") or []}
     out["steady_p99"] = percentile((phases.get("steady") or phases.get("run") or {}).get("e2e", {}).get("p99"))
     out["fault_p99"] = percentile((phases.get("fault") or {}).get("e2e", {}).get("p99"))

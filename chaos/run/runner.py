@@ -264,7 +264,8 @@ class Runner:
     def _start_load(self) -> None:
         self._await_warm_imports()
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
-                          ignore_eos=self.exp.target.ignore_eos, keep_alive=self.exp.target.keep_alive)
+                          tokenizer=self.target.tokenizer, ignore_eos=self.exp.target.ignore_eos,
+                          keep_alive=self.exp.target.keep_alive)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
         fronted = self.target.fronted
         if fronted and all(i in self.target.instances for i in fronted):

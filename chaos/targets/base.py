@@ -229,6 +229,11 @@ class Target:
         if errors:
             raise TargetError("; ".join(errors))
 
+    @property
+    def tokenizer(self) -> str:
+        """How the load counts tokens: auto asks the model list (the bundled server says so: exact bytes)."""
+        return "auto"
+
     def routing_delay(self) -> float:
         """Seconds from an instance passing its health wait until traffic can reach it again: none when the load
         goes straight to the instances; a front (the gateway) adds its own health and ejection delays."""

@@ -10,6 +10,7 @@ import os
 import shlex
 import time
 
+from ..common import env_text
 from .base import Instance, Target, TargetError, free_port
 
 try:
@@ -69,7 +70,7 @@ class DockerTarget(Target):
             raise TargetError(f"image {image!r} is not on the engine and nothing is pulled here: build it with "
                               f"`docker import` (see docs/experiments.md)") from None
         volumes = {h: {"bind": v, "mode": "ro"} for h, v in (self.spec.settings.get("volumes") or {}).items()}
-        env = {**(self.spec.settings.get("env") or {}), "PORT": str(inst.port)}
+        env = {**env_text(self.spec.settings.get("env")), "PORT": str(inst.port)}
         if os.environ.get("CHAOS_RUN_ID"):  # a container does not inherit the runner's environment: pass the mark
             env["CHAOS_RUN_ID"] = os.environ["CHAOS_RUN_ID"]
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from ..common import env_text
 from .base import Instance, Target, TargetError, free_port
 
 
@@ -28,7 +29,7 @@ class ProcessTarget(Target):
         return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]
 
     def start_instance(self, inst: Instance) -> None:
-        self.launch(inst, self.command(inst), self.spec.settings.get("env"))
+        self.launch(inst, self.command(inst), env_text(self.spec.settings.get("env")))
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from ..common import parse_duration
+from ..common import env_text, parse_duration
 from .base import Instance, Target, TargetError, free_port
 
 CONFIG_NAME = "gateway-config"  # RUN_DIR/gateway-config.<ext>: the rendered template, as the gateway read it
@@ -53,7 +53,7 @@ class Part:
         cmd = d["command"]
         return cls(command=shlex.split(cmd) if isinstance(cmd, str) else [str(p) for p in cmd],
                    health_path=d.get("health_path", "/health"), metrics_path=d.get("metrics_path", "/metrics"),
-                   engine=d.get("engine", "other"), env=dict(d.get("env") or {}),
+                   engine=d.get("engine", "other"), env=env_text(d.get("env")),
                    secrets=tuple(d.get("secrets") or ()), files=tuple(d.get("files") or ()),
                    build=d.get("build", ""), config=d.get("config"), api_base=d.get("api_base", "/v1"),
                    routing_delay=parse_duration(d.get("routing_delay", 0)),
@@ -233,6 +233,11 @@ class StackTarget(Target):
 
     def health_url(self, inst: Instance) -> str:
         return inst.url + self.part_of(inst).health_path
+
+    @property
+    def tokenizer(self) -> str:
+        # bundled replicas count bytes, which a gateway in front (LiteLLM says owned_by openai) hides from auto
+        return "byte" if self.replica_part.engine == "reference" else "auto"
 
     def routing_delay(self) -> float:
         return self.gateway_part.routing_delay if self.gateway_part else 0.0

@@ -172,7 +172,8 @@ def failover(tl: Timeline, start: float, width: float, min_requests: int = 2, fr
     origin = start if from_t is None else max(start, from_t)
     first = int(np.searchsorted(tl.end, origin, side="left"))
     bad = np.flatnonzero(tl.failed[first:] | tl.slow[first:]) + first
-    candidates = np.concatenate(([origin], tl.end[bad]))[:MAX_CANDIDATES]
+    ends, step = thinned(tl.end[bad], MAX_CANDIDATES)
+    candidates = np.concatenate(([origin], ends))
     last_desc = "the run ended before a whole window passed"
     for t in candidates:
         if t + width > tl.t_last + 1e-9:
@@ -180,11 +181,26 @@ def failover(tl: Timeline, start: float, width: float, min_requests: int = 2, fr
         lo = int(np.searchsorted(tl.end, t, side="right"))
         hi = int(np.searchsorted(tl.end, t + width, side="right"))
         if tl.meets(lo, hi, min_requests):
-            gap = _spacing(tl, lo)
+            gap = max(_spacing(tl, lo), step)
             return _figure(t - start, t, f"requests ending in the {width:g} s after it meet the SLO "
                                          f"({tl.describe(lo, hi)})", gap)
         last_desc = f"the last window tried: {tl.describe(lo, hi)}"
     return _figure(None, None, f"never met the SLO again before the run ended; {last_desc}")
+
+
+def thinned(times: np.ndarray, cap: int) -> tuple[np.ndarray, float]:
+    """At most about cap of the sorted times, the last of each equal slice of their span (a window after it
+    holds none of that slice's failures), and the slice's width (0.0 when all are kept): a gateway refusing
+    connections while it restarts fails thousands of requests a second, and trying a window after every one of
+    them is all the time there is."""
+    if len(times) <= cap:
+        return times, 0.0
+    step = float(times[-1] - times[0]) / cap
+    if step <= 0:
+        return times[-1:], 0.0
+    slices = np.floor((times - times[0]) / step)
+    last = np.append(np.flatnonzero(np.diff(slices) != 0), len(times) - 1)
+    return times[last], step
 
 
 def _spacing(tl: Timeline, i: int) -> float:
@@ -223,15 +239,11 @@ def restore(tl: Timeline, w: FaultWindow, baseline, width: float, from_t: float 
     else:
         ok_end = tl.end[tl.ok]
         at = max(at, from_t if from_t is not None else w.start)
-        cand = ok_end[ok_end >= at]
-        got = None
-        for t in np.concatenate(([at], cand))[:MAX_CANDIDATES]:
-            if t + width > tl.t_last + 1e-9:
-                break
-            n = np.searchsorted(ok_end, t + width, side="right") - np.searchsorted(ok_end, t, side="right")
-            if n / width >= low:
-                got = t
-                break
+        ts = np.concatenate(([at], ok_end[ok_end >= at]))
+        ts = ts[ts + width <= tl.t_last + 1e-9]  # a whole window must fit in the run
+        n = np.searchsorted(ok_end, ts + width, side="right") - np.searchsorted(ok_end, ts, side="right")
+        good = np.flatnonzero(n / width >= low)
+        got = float(ts[good[0]]) if len(good) else None
         if got is None:
             return _figure(None, None, "; ".join(parts + [f"throughput never came back to {low:.2f} ok/s (the "
                                                           f"steady state's lower bound) before the run ended"]))

@@ -183,11 +183,12 @@ verify:
     assert rec["time_to_detect"]["value"] is not None  # no gateway: r1's clients saw the kill
     assert leftovers(run_dir) == []
     # llama-server closes a connection after every streamed answer while its headers promise keep-alive
-    # (docs/engines.md): a client reusing one sees it closed before any answer. Away from the kill, that is the
-    # only failure there is, and it is named as what it is.
+    # (docs/profiles.md, finding 1): the target's keep_alive: false opens one per request, and away from the kill
+    # nothing fails (with connections reused, 1-2 % did, as resets before any byte).
     records = [json.loads(x) for x in open(run_dir / "requests.jsonl")]
     away = [r for r in records if r["outcome"] != "ok" and not (rec["start"] - 1 <= r["t_end"] <= rec["end"] + 3)]
-    assert all(r["outcome"] == "reset" and r["status"] is None and r["chunks"] == 0 for r in away), away
+    assert not away, away
+    assert {r["served_by"] for r in records if r["outcome"] == "ok"} == {"r0", "r1"}  # where each was sent
 
 
 def test_chaos_init_recognises_llama_cpp_and_sets_ignore_eos(tmp_path):

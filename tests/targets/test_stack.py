@@ -182,3 +182,22 @@ def test_a_gateway_config_its_own_check_refuses_is_refused_before_anything_start
     said = _problems(path)
     assert "gateway.check" in said and "gw.conf.j2: the rendered config fails its check" in said
     assert 'unknown directive "bogus" in the rendered config:2' in said and "exited 1" in said
+
+
+def test_bundled_replicas_behind_any_gateway_are_counted_in_bytes(tmp_path):
+    """LiteLLM's model list says owned_by openai, hiding the bundled server's exact byte count from the load's
+    auto: the stack knows its replicas (an estimate there sent 2,392-token prompts asked as 600)."""
+    spec, _ = load_target(_write(tmp_path, replica_extra="  engine: reference\n"))
+    assert StackTarget(spec, str(tmp_path)).tokenizer == "byte"
+    spec, _ = load_target(_write(tmp_path, replica_extra="  engine: llama.cpp\n"))
+    assert StackTarget(spec, str(tmp_path)).tokenizer == "auto"
+
+
+def test_an_env_value_a_variable_made_a_boolean_or_a_number_reaches_the_process_as_text(tmp_path):
+    """`DISABLE_AIOHTTP_TRANSPORT: ${LITELLM_HTTPX:-false}`: the variable's false is YAML's boolean by then."""
+    from chaos.targets.stack import Part
+
+    part = Part.from_dict({"command": ["x", "{port}"], "env": {"A": True, "B": False, "C": 3, "D": "text"}})
+    assert part.env == {"A": "true", "B": "false", "C": "3", "D": "text"}
+    spec, _ = load_target(_write(tmp_path, gateway_extra="  env:\n    FLAG: ${FLAG:-false}\n"))
+    assert StackTarget(spec, str(tmp_path)).gateway_part.env == {"FLAG": "false"}

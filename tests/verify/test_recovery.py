@@ -121,6 +121,23 @@ def test_a_gateway_is_restored_by_any_answer_after_it_is_back():
     assert early["value"] is None and "gw never served again" in early["evidence"]
 
 
+def test_a_flood_of_fast_failures_still_gets_its_failover_to_within_a_stated_step(monkeypatch):
+    """A gateway refusing connections while it restarts fails thousands of requests a second: more than the
+    windows tried (here the cap made 500 for speed). The failover is found (it was "never"), and its
+    resolution says how finely."""
+    import chaos.verify.recovery as R
+
+    monkeypatch.setattr(R, "MAX_CANDIDATES", 500)
+    flood = [rec(200_000 + k, T0 + 10 + k * 0.003, 0.0001, "connect_error", None) for k in range(3_300)]
+    tl = Timeline(steady(T0, T0 + 10) + flood + steady(T0 + 20, T0 + 40), SLO_)
+    fo = failover(tl, T0 + 10, 5.0)
+    step = 9.9 / 500
+    assert fo["value"] is not None and abs(fo["value"] - 9.9) <= 2 * step + 0.01, fo
+    assert fo["resolution_s"] >= step * 0.99
+    times, width = R.thinned(tl.end[:100], 1000)
+    assert width == 0.0 and len(times) == 100  # under the cap: every one tried
+
+
 def test_budget_counts_failures_and_their_seconds():
     tl = Timeline(kill_run(), SLO_)
     b = budget(tl, T0 + 10, T0 + 10.05)
