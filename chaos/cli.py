@@ -21,7 +21,15 @@ COMMANDS = {"init": "chaos.scaffold", "run": "chaos.run.cli", "validate": "chaos
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Examples kept as written; an option's default said once, where it says something: not after a help text
+    that already says its default, not for None or a flag's False, not for an empty list."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or "default" in text.lower() or action.default in (None, False, [], ()) \
+                or action.default is argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -149,14 +149,16 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
             + (" (sampled)" if len(pick) < len(has) else ""), legendgroup="points", showlegend=row == 2,
             marker={"size": 3, "color": "rgba(120,120,120,0.35)"},
             hovertemplate=f"{what} %{{y:.0f}} ms<br>sent at %{{x:.2f}}s<extra></extra>"), row=row, col=1)
-        qs, counts = S.binned_quantiles(bins, cols.sent, values)
+        qs, widths, counts = S.rolling_quantiles(bins, cols.sent, values)
+        if row == 2:
+            said = widths  # the legend's and the title's: E2E's (TTFT's count only the requests with a token)
         for q, vals in qs.items():
             fig.add_trace(go.Scatter(
-                x=centers, y=_ms(vals), mode="lines+markers", name=f"P{round(q * 100)}", legendgroup=str(q),
-                showlegend=row == 2, line={"color": QUANTILE_COLORS[q], "width": 2}, marker={"size": 4},
-                customdata=counts, connectgaps=False,
-                hovertemplate=f"{what} P{round(q * 100)} %{{y:.0f}} ms<br>bin at %{{x:.1f}}s, "
-                              f"%{{customdata}} requests<extra></extra>"), row=row, col=1)
+                x=centers, y=_ms(vals), mode="lines+markers", name=f"P{round(q * 100)} ({widths[q]:g} s window)",
+                legendgroup=str(q), showlegend=row == 2, line={"color": QUANTILE_COLORS[q], "width": 2},
+                marker={"size": 4}, customdata=counts, connectgaps=False,
+                hovertemplate=f"{what} P{round(q * 100)} %{{y:.0f}} ms<br>over the {widths[q]:g} s around "
+                              f"%{{x:.1f}}s (%{{customdata}} requests in its bin)<extra></extra>"), row=row, col=1)
         log = _log_wanted(values)
         fig.update_yaxes(title_text=f"{what} ms", type="log" if log else "linear", row=row, col=1)
     failed = np.flatnonzero(cols.error & ~np.isnan(cols.spent))
@@ -170,8 +172,10 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
     _shade(fig, windows, "y2 domain")
     _mark(fig, events, 3, float(bins.edges[0]), float(bins.edges[-1]))
     fig.update_xaxes(title_text=f"{X_TITLE} (bins of {bins.width:g} s)", row=3, col=1)
-    return style(fig, 640, f"Latency over time: P50 / P95 / P99 per {bins.width:g} s bin (a P95 needs "
-                            f"{S.min_count(0.95)} requests in a bin, a P99 {S.min_count(0.99)}: fewer is a gap)")
+    windows_s = " / ".join(f"{w:g}" for w in said.values())
+    return style(fig, 640, f"Latency over time: P50 / P95 / P99 over rolling windows of {windows_s} s (each "
+                            f"wide enough for {S.min_count(0.95)} requests for a P95, {S.min_count(0.99)} for a "
+                            f"P99 at the run's rate; fewer is a gap)")
 
 
 def throughput_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window]) -> go.Figure:

@@ -188,6 +188,39 @@ def binned_quantiles(bins: Bins, x: np.ndarray, v: np.ndarray, qs=QUANTILES) -> 
     return out, counts
 
 
+def window_bins(counts: np.ndarray, q: float, most: int = 60) -> int:
+    """How many bins a q-quantile's rolling window spans: enough for min_count(q) requests at the run's typical
+    rate (its median bin among those with any), at least 1, at most `most`."""
+    busy = counts[counts > 0]
+    if not len(busy):
+        return 1
+    return int(min(most, max(1, math.ceil(min_count(q) / float(np.median(busy))))))
+
+
+def rolling_quantiles(bins: Bins, x: np.ndarray, v: np.ndarray, qs=QUANTILES) -> tuple[dict, dict, np.ndarray]:
+    """({q: the q-quantile of v over a window centred on each bin, NaN where it holds fewer than min_count(q)},
+    {q: the window in seconds}, per-bin counts). A P99 in 1 s bins at 12 requests a second would be all gaps: its
+    window widens to hold 100 requests at the run's typical rate, a P50's stays one bin."""
+    binned, counts = binned_quantiles(bins, x, v, qs)
+    keep = ~np.isnan(v) & ~np.isnan(x)
+    order = np.argsort(x[keep], kind="stable")
+    xs, vs = x[keep][order], v[keep][order]
+    out, widths = {}, {}
+    for q in qs:
+        k = window_bins(counts, q)
+        widths[q] = k * bins.width
+        if k == 1:
+            out[q] = binned[q]
+            continue
+        lo = np.searchsorted(xs, bins.centers - widths[q] / 2, side="left")
+        hi = np.searchsorted(xs, bins.centers + widths[q] / 2, side="left")
+        vals = np.full(len(bins), np.nan)
+        for i in np.flatnonzero(hi - lo >= max(1, min_count(q))):
+            vals[i] = np.quantile(vs[lo[i]:hi[i]], q)
+        out[q] = vals
+    return out, widths, counts
+
+
 def binned_counts(bins: Bins, x: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
     """(bins, groups) counts of x by group index."""
     if not len(x):

@@ -285,3 +285,21 @@ def test_the_readme_screenshot_script_shoots_a_real_report(real_run, tmp_path):
     width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk: the page's size, as asked
     assert (width, height) == (1000, 700) and len(data) > 20_000, (width, height, len(data))
     assert f"wrote {os.path.relpath(png)}" in r.stdout
+
+
+def test_a_p99_at_twelve_requests_a_second_is_drawn_over_a_window_that_holds_a_hundred():
+    """1 s bins at ~12 requests a second: binned, every P95 and P99 is a gap; the rolling windows widen until
+    each holds what its percentile needs, a P50 stays one bin, and the values are the window's own quantiles."""
+    rng = np.random.default_rng(3)
+    x = np.sort(rng.uniform(0, 60, 720))
+    v = rng.lognormal(0, 0.5, 720)
+    bins = S.Bins(np.arange(0.0, 61.0))
+    binned, counts = S.binned_quantiles(bins, x, v)
+    assert np.isnan(binned[0.95]).all() and np.isnan(binned[0.99]).all()
+    qs, widths, _ = S.rolling_quantiles(bins, x, v)
+    assert widths[0.5] == 1.0 and widths[0.95] == 2.0 and widths[0.99] == 9.0
+    assert np.isnan(qs[0.99]).mean() < 0.2 and np.isnan(qs[0.95]).mean() < 0.3
+    i = 30
+    inside = v[(x >= bins.centers[i] - 4.5) & (x < bins.centers[i] + 4.5)]
+    assert qs[0.99][i] == pytest.approx(np.quantile(inside, 0.99))
+    np.testing.assert_array_equal(qs[0.5], binned[0.5])
