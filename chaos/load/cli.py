@@ -173,8 +173,10 @@ def aim(cfg: LoadConfig, r) -> None:
     cfg.api_key_env = r.api_key_env or cfg.api_key_env
     cfg.ignore_eos = cfg.ignore_eos and r.ignore_eos
     cfg.keep_alive = cfg.keep_alive and r.keep_alive
-    if cfg.tokenizer == "auto" and r.target is not None:
-        cfg.tokenizer = r.target.tokenizer  # a stack of bundled replicas behind a gateway counts bytes
+    if r.target is not None:
+        if cfg.tokenizer == "auto":
+            cfg.tokenizer = r.target.tokenizer  # a stack of bundled replicas behind a gateway counts bytes
+        cfg.host_ids = r.target.replica_ids
     cfg.limits = r.limits
 
 

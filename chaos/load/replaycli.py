@@ -100,8 +100,8 @@ def cmd_replay(a) -> int:
             os.makedirs(out, exist_ok=True)
             if urlparse(a.target).scheme not in ("http", "https"):  # it starts a target: journaled, so `chaos recover OUT` can stop it
                 journal = _journal(out)
-            target, urls, model, key_env, ignore_eos = _target(a, out, journal)
-            cfg = _config(a, opts, window, urls, model, key_env, ignore_eos, out)
+            target, urls, model, key_env, spec = _target(a, out, journal)
+            cfg = _config(a, opts, window, urls, model, key_env, out, target, spec)
         except (ValueError, OSError, LoadError, _Stop) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
@@ -217,14 +217,14 @@ def _prepare(a):
 
 
 def _target(a, out, journal=None):
-    """(started target or None, urls, model, api key variable, ignore_eos)."""
+    """(started target or None, urls, model, api key variable, its target file's spec or None)."""
     u = urlparse(a.target)
     if u.scheme in ("http", "https"):
         from ..common import is_loopback
 
         if not is_loopback(u.hostname) and not a.allow_remote:  # 127.0.0.0/8, ::1, localhost
             raise _Stop(f"{a.target} is not on loopback; pass --allow-remote to replay against it")
-        return None, [a.target], a.model, a.api_key_env, True
+        return None, [a.target], a.model, a.api_key_env, None
     if not os.path.isfile(a.target):
         raise _Stop(f"TARGET {a.target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
     from ..experiment.loader import ExperimentError
@@ -250,7 +250,7 @@ def _target(a, out, journal=None):
         raise
     finally:  # what exists, even if up failed half way
         journal.write("target_started", instances=[i.journal() for i in target.all_instances()])
-    return target, target.urls, a.model or target.model, target.api_key_env, spec.ignore_eos
+    return target, target.urls, a.model or target.model, target.api_key_env, spec
 
 
 def _vars(items: list[str]) -> dict:
@@ -262,7 +262,9 @@ def _vars(items: list[str]) -> dict:
         raise _Stop(str(e)) from None
 
 
-def _config(a, opts, window, urls, model, key_env, ignore_eos, out):
+def _config(a, opts, window, urls, model, key_env, out, target=None, target_spec=None):
+    """The load's settings; a target file's switches (ignore_eos, keep_alive), how it counts tokens and which
+    replica each URL is, as `chaos run` takes them."""
     from ..common import parse_duration
     from .driver import LoadConfig, Timeouts
     from .shapes import plan_from
@@ -275,5 +277,9 @@ def _config(a, opts, window, urls, model, key_env, ignore_eos, out):
         shape.update(replay_speed=a.speed or 1.0, max_requests=a.max_requests)
     spec = WorkloadSpec("replay", replay_file=a.logfile, extra=opts.extra())
     return LoadConfig(target=urls[0], also=urls[1:], plan=plan_from(shape), workload=[(spec, 1.0)], out_dir=out,
-                      model=model, stream=a.stream, api_key_env=key_env, ignore_eos=ignore_eos,
+                      model=model, stream=a.stream, api_key_env=key_env,
+                      ignore_eos=target_spec.ignore_eos if target_spec else True,
+                      keep_alive=target_spec.keep_alive if target_spec else True,
+                      tokenizer=target.tokenizer if target else "auto",
+                      host_ids=target.replica_ids if target else [],
                       timeouts=Timeouts(10.0, parse_duration(a.timeout_first_token), parse_duration(a.timeout_total)))

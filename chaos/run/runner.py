@@ -267,9 +267,7 @@ class Runner:
                           tokenizer=self.target.tokenizer, ignore_eos=self.exp.target.ignore_eos,
                           keep_alive=self.exp.target.keep_alive)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
-        fronted = self.target.fronted
-        if fronted and all(i in self.target.instances for i in fronted):
-            cfg.host_ids = [i.id for i in fronted]  # no gateway: who served a request is where it was sent
+        cfg.host_ids = self.target.replica_ids
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
         self.stops = start_stops(self, self.scraper)
         self.load = LoadRun(cfg, progress=lambda m: None, clock=self.clock)

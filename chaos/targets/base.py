@@ -121,6 +121,13 @@ class Target:
         """Where the load goes."""
         return [self.front(i) for i in self.fronted]
 
+    @property
+    def replica_ids(self) -> list[str]:
+        """The replica behind each of urls, where the load goes straight to them (no gateway: who served a
+        request is where it was sent); [] where a gateway fronts them."""
+        fronted = self.fronted
+        return [i.id for i in fronted] if fronted and all(i in self.instances for i in fronted) else []
+
     def all_instances(self) -> list[Instance]:
         """Every process or container this target runs (primaries, and for some kinds backups and a gateway)."""
         return list(self.instances)

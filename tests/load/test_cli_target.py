@@ -67,3 +67,26 @@ def test_help_teaches_the_file_form():
     p = subprocess.run([sys.executable, "-m", "chaos", "load", "--help"], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     assert "--var PRESET=tiny" in p.stdout and "targets/vendors/" in p.stdout
+
+
+def test_a_replay_against_a_target_file_takes_its_switches(tmp_path):
+    """`chaos replay LOG TARGET-FILE` loads as `chaos run` does: the file's keep_alive and ignore_eos, how its
+    replicas count tokens, and which replica each URL is when no gateway fronts them."""
+    from chaos.cli import build_parser
+    from chaos.experiment.model import load_target
+    from chaos.load.replaycli import _config, _prepare
+    from chaos.targets import make_target
+
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}) + "\n")
+    target_file = tmp_path / "t.yaml"
+    target_file.write_text('kind: stack\nmodel: m\nreplicas: 2\nkeep_alive: false\nignore_eos: false\n'
+                           'replica:\n  command: ["{python}", -m, http.server, "{port}"]\n  engine: reference\n')
+    a = build_parser().parse_args(["replay", str(log), str(target_file)])
+    opts, window, _ = _prepare(a)
+    spec, _ = load_target(str(target_file))
+    target = make_target(spec, str(tmp_path))
+    cfg = _config(a, opts, window, target.urls, "m", None, str(tmp_path / "out"), target, spec)
+    assert (cfg.keep_alive, cfg.ignore_eos, cfg.tokenizer, cfg.host_ids) == (False, False, "byte", ["r0", "r1"])
+    url = _config(a, opts, window, ["http://127.0.0.1:9"], "m", None, str(tmp_path / "out"))
+    assert (url.keep_alive, url.ignore_eos, url.tokenizer, url.host_ids) == (True, True, "auto", [])
