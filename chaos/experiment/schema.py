@@ -123,8 +123,9 @@ METRICS_PATH = {"type": "string", "pattern": "^/",
 # an integer item is a word too: `-c, ${CONTEXT}` substitutes a number
 COMMAND = {"description": "command line; {port} and {replica} are filled in",
            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "integer"]}}]}
-ENV = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
-       "description": "variables its processes get (a number or a boolean is passed as text: true, false)"}
+# a boolean too: a switch such as `${LITELLM_HTTPX:-false}` is YAML's false by the time the schema sees it
+ENV = {"type": "object", "additionalProperties": {"type": ["string", "boolean"]},
+       "description": "variables its processes get (a boolean is passed as the text true or false)"}
 
 # chaos/load/limits.py keeps a load within them (docs/targets.md)
 LIMITS = _obj({"requests_per_minute": integer(1, 1_000_000_000, "requests the key may send a minute, retries "
