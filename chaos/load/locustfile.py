@@ -271,7 +271,8 @@ class LLMUser(FastHttpUser):
         # One id for every attempt of this request: the fault proxy's log names requests by it (chaos.records.labels).
         headers = {"x-request-id": rec.id, "Content-Type": "application/json"}
         if not CFG.get("keep_alive", True):
-            headers["Connection"] = "close"  # the target's keep_alive: false (the pool then drops the socket)
+            headers["Connection"] = "close"  # the target's keep_alive: false (and _detached closes it, whatever
+            # the server answers)
         key_env = CFG.get("api_key_env")
         if key_env and os.environ.get(key_env):
             headers["Authorization"] = "Bearer " + os.environ[key_env]
@@ -385,6 +386,7 @@ class LLMUser(FastHttpUser):
                 raw.release()  # an unfinished response: the pool closes its socket
             except Exception:
                 pass
+
 
 def _detached(resp):
     """The target's keep_alive: false. Take the response's connection out of geventhttpclient's hands before

@@ -9,7 +9,8 @@ scrape, flushed at once so a killed run keeps what it had:
 
 `t` is the runner's clock (the records' and the journal's). A failed scrape is a line with ok false, never an
 exception: a killed or paused replica is evidence. An instance that has never answered with Prometheus text
-(a vendor: 404, HTML, JSON) is given up after GIVE_UP consecutive failures: one last line carries
+(a vendor: 404, HTML, JSON; nothing listening) is given up after GIVE_UP consecutive failures, timeouts not
+counted (a busy server answers later): one last line carries
 "unavailable": true and the reason, and it is scraped no more.
 
 Keys (short and stable; a name list means the first that exists: older vLLM names after newer ones, then other
@@ -176,6 +177,7 @@ class Fetched:
     values: dict = field(default_factory=dict)
     error: str | None = None
     text: str | None = None
+    timed_out: bool = False  # asked, no answer in time: a busy server, not one without metrics
 
 
 def fetch(url: str, timeout: float, headers: dict | None = None) -> Fetched:
@@ -187,7 +189,8 @@ def fetch(url: str, timeout: float, headers: dict | None = None) -> Fetched:
         return Fetched(False, error=f"HTTP {e.code}")
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e
-        return Fetched(False, error=str(reason)[:160] or type(reason).__name__)
+        return Fetched(False, error=str(reason)[:160] or type(reason).__name__,
+                       timed_out=isinstance(reason, TimeoutError))
     if len(body) > MAX_BODY:
         return Fetched(False, error=f"/metrics larger than {MAX_BODY >> 20} MiB")
     text = body.decode(errors="replace")
@@ -201,7 +204,7 @@ def fetch(url: str, timeout: float, headers: dict | None = None) -> Fetched:
 class InstanceState:
     scraped: int = 0  # answered with Prometheus text
     failed: int = 0
-    streak: int = 0  # consecutive failures
+    streak: int = 0  # consecutive failures that count towards giving up (timeouts do not)
     available: bool = True
     why: str | None = None  # when given up: the last failure
 
@@ -277,7 +280,8 @@ class Scraper:
         # a bounded time and count whatever has not answered by then as a failure of this scrape.
         done, _ = wait(list(asked.values()), timeout=2 * timeout + 0.5)
         for iid, fut in asked.items():
-            results[iid] = fut.result() if fut in done else Fetched(False, error=f"no answer within {timeout:g}s")
+            results[iid] = fut.result() if fut in done else Fetched(False, error=f"no answer within {timeout:g}s",
+                                                                    timed_out=True)
         for iid, got in results.items():
             self._record(t, iid, got)
         return results
@@ -289,7 +293,9 @@ class Scraper:
             st.scraped, st.streak = st.scraped + 1, 0
             self.on_values(t, iid, got.values)
         else:
-            st.failed, st.streak = st.failed + 1, st.streak + 1
+            # a timeout is a busy server (LiteLLM's one worker under load timed out its first three scrapes),
+            # not one without metrics: it does not count towards giving up
+            st.failed, st.streak = st.failed + 1, st.streak + (not got.timed_out)
             line["error"] = got.error
             if st.streak >= GIVE_UP and st.scraped == 0:
                 st.available, st.why = False, f"no Prometheus /metrics: {got.error} ({st.streak} tries)"

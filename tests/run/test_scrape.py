@@ -218,6 +218,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_a_server_too_busy_to_answer_is_not_given_up(tmp_path):
+    """A listening socket nobody answers on (LiteLLM's one worker under load): every scrape times out, and it is
+    still asked, where a port with nothing listening is given up after GIVE_UP refusals."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(16)  # the kernel completes connections; nothing ever reads them
+    try:
+        insts = [Inst("busy", f"http://127.0.0.1:{busy.getsockname()[1]}"),
+                 Inst("none", f"http://127.0.0.1:{_free_port()}")]
+        sc = Scraper(lambda: insts, str(tmp_path), interval=0.3, timeout=0.2)
+        sc.start()
+        assert _until(lambda: sc.states.get("busy") is not None and sc.states["busy"].failed >= 5, 20)
+        sc.stop()
+    finally:
+        busy.close()
+    assert sc.states["busy"].available and sc.states["busy"].failed >= 3
+    assert not sc.states["none"].available and "tries" in sc.states["none"].why
+
+
 def _chat(url: str) -> None:
     body = json.dumps({"model": "chaos-reference", "messages": [{"role": "user", "content": "hello"}],
                        "max_tokens": 8, "stream": False}).encode()
