@@ -26,8 +26,9 @@ class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsH
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "%(default)" in text or "default" in text.lower() or action.default in (None, False, [], ()) \
-                or action.default is argparse.SUPPRESS:
+        nothing = action.default is None or action.default is False or action.default is argparse.SUPPRESS \
+            or (isinstance(action.default, (list, tuple)) and not action.default)  # a 0 is still said
+        if "%(default)" in text or "default" in text.lower() or nothing:
             return text
         return super()._get_help_string(action)
 

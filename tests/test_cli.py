@@ -25,3 +25,4 @@ def test_no_help_says_a_default_of_nothing_or_says_its_default_twice():
     init = " ".join(seen["chaos init"].split())
     assert "(default: from the URL's host and port)" in init and "host and port) (default" not in init
     assert "(default: .)" in init  # a default worth saying is still said
+    assert "(default: 0)" in " ".join(seen["chaos gameday"].split())  # a 0 too: it is not None or False

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from .driver import LoadConfig, LoadError, Timeouts, run_load
+from .driver import LoadConfig, LoadError, Timeouts, run_load, take_target
 from ..common import parse_duration, parse_vars
 from .shapes import SHAPES, plan_from
 from .workloads import WorkloadSpec, parse_mix
@@ -171,12 +171,7 @@ def aim(cfg: LoadConfig, r) -> None:
     cfg.target, cfg.also = r.base_url, r.urls[1:]
     cfg.model = cfg.model or r.model or None
     cfg.api_key_env = r.api_key_env or cfg.api_key_env
-    cfg.ignore_eos = cfg.ignore_eos and r.ignore_eos
-    cfg.keep_alive = cfg.keep_alive and r.keep_alive
-    if r.target is not None:
-        if cfg.tokenizer == "auto":
-            cfg.tokenizer = r.target.tokenizer  # a stack of bundled replicas behind a gateway counts bytes
-        cfg.host_ids = r.target.replica_ids
+    take_target(cfg, r.spec, r.target)
     cfg.limits = r.limits
 
 

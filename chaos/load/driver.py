@@ -108,6 +108,18 @@ class LoadResult:
         return head + format_table(self.steps + ([self.overall] if len(self.steps) > 1 else []))
 
 
+def take_target(cfg: LoadConfig, spec, target) -> None:
+    """A target file's switches (spec: ignore_eos, keep_alive) and its started target's facts (how it counts
+    tokens, which replica each URL is) onto a load: the one place chaos run, load and replay take them."""
+    if spec is not None:
+        cfg.ignore_eos = cfg.ignore_eos and spec.ignore_eos
+        cfg.keep_alive = cfg.keep_alive and spec.keep_alive
+    if target is not None:
+        if cfg.tokenizer == "auto":
+            cfg.tokenizer = target.tokenizer  # a stack of bundled replicas behind a gateway counts bytes
+        cfg.host_ids = target.replica_ids
+
+
 def _headers(cfg: LoadConfig) -> dict:
     h = {"Content-Type": "application/json"}
     if cfg.api_key_env:
@@ -251,7 +263,8 @@ class LoadRun(ReplayRun):
             "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]], "host_ids": cfg.host_ids,
             "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
             "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
-            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "keep_alive": cfg.keep_alive, "workers": max(1, cfg.workers),
+            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "keep_alive": cfg.keep_alive,
+            "workers": max(1, cfg.workers),
         }
         config_path = os.path.join(cfg.out_dir, "load-config.json")
         with open(config_path, "w") as f:

@@ -266,7 +266,7 @@ def _config(a, opts, window, urls, model, key_env, out, target=None, target_spec
     """The load's settings; a target file's switches (ignore_eos, keep_alive), how it counts tokens and which
     replica each URL is, as `chaos run` takes them."""
     from ..common import parse_duration
-    from .driver import LoadConfig, Timeouts
+    from .driver import LoadConfig, Timeouts, take_target
     from .shapes import plan_from
     from .workloads import WorkloadSpec
 
@@ -276,10 +276,8 @@ def _config(a, opts, window, urls, model, key_env, out, target=None, target_spec
     else:
         shape.update(replay_speed=a.speed or 1.0, max_requests=a.max_requests)
     spec = WorkloadSpec("replay", replay_file=a.logfile, extra=opts.extra())
-    return LoadConfig(target=urls[0], also=urls[1:], plan=plan_from(shape), workload=[(spec, 1.0)], out_dir=out,
-                      model=model, stream=a.stream, api_key_env=key_env,
-                      ignore_eos=target_spec.ignore_eos if target_spec else True,
-                      keep_alive=target_spec.keep_alive if target_spec else True,
-                      tokenizer=target.tokenizer if target else "auto",
-                      host_ids=target.replica_ids if target else [],
-                      timeouts=Timeouts(10.0, parse_duration(a.timeout_first_token), parse_duration(a.timeout_total)))
+    cfg = LoadConfig(target=urls[0], also=urls[1:], plan=plan_from(shape), workload=[(spec, 1.0)], out_dir=out,
+                     model=model, stream=a.stream, api_key_env=key_env,
+                     timeouts=Timeouts(10.0, parse_duration(a.timeout_first_token), parse_duration(a.timeout_total)))
+    take_target(cfg, target_spec, target)
+    return cfg

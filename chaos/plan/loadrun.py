@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ..common import parse_duration
-from ..load.driver import LoadConfig, Timeouts, run_load
+from ..load.driver import LoadConfig, Timeouts, run_load, take_target
 from ..load.shapes import arrival_rate, steps
 from ..load.workloads import WorkloadSpec
 
@@ -93,6 +93,7 @@ def run_levels(r, send: Send, levels: list, hold: float, out: str, open_loop: bo
                      model=send.model or r.model or None, seed=send.seed,
                      timeouts=Timeouts(10.0, send.timeout_first_token, send.timeout_total),
                      api_key_env=r.api_key_env, also=list(r.urls[1:]), ignore_eos=r.ignore_eos, **kw)
+    take_target(cfg, getattr(r, "spec", None), getattr(r, "target", None))  # as chaos run takes a target file
     return run_load(cfg, progress=progress, interval=0)
 
 

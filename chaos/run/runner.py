@@ -25,7 +25,7 @@ from ..experiment.variables import Masker
 from ..faults import FaultContext, FaultError, make_fault
 from ..host import HOST_FILE, HostSampler
 from ..load.clock import Clock
-from ..load.driver import LoadError, LoadRun
+from ..load.driver import LoadError, LoadRun, take_target
 from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
 from ..verify import checks as V
@@ -264,10 +264,9 @@ class Runner:
     def _start_load(self) -> None:
         self._await_warm_imports()
         cfg = load_config(self.exp.load, self.target.urls, self.target.model, self.target.api_key_env, self.run_dir,
-                          tokenizer=self.target.tokenizer, ignore_eos=self.exp.target.ignore_eos,
-                          keep_alive=self.exp.target.keep_alive)
+                          ignore_eos=self.exp.target.ignore_eos)
+        take_target(cfg, self.exp.target, self.target)
         cfg.limits = self.target.limits  # a vendor's stated rate and token limits: the load keeps to them
-        cfg.host_ids = self.target.replica_ids
         self.scraper = start_for_run(self, cfg.plan.duration, self.exp.target.startup_timeout + STOP_ALLOWANCE_S)
         self.stops = start_stops(self, self.scraper)
         self.load = LoadRun(cfg, progress=lambda m: None, clock=self.clock)

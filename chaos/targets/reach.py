@@ -44,10 +44,6 @@ class Reached:
     def ignore_eos(self) -> bool:
         return True if self.spec is None else self.spec.ignore_eos
 
-    @property
-    def keep_alive(self) -> bool:
-        return True if self.spec is None else self.spec.keep_alive
-
 
 def is_url(target: str) -> bool:
     return urlparse(target).scheme in ("http", "https")
