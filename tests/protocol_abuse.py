@@ -62,7 +62,7 @@ AIOHTTP_EXPECT = {
     "Content-Length over what is sent, client half-closes": (None, True),
 }
 
-# What chaos/reference/h1server.py answers itself (the gateway; the LLM fault proxy where it does not relay): a head
+# What chaos/http1/server.py answers itself (the gateway; the LLM fault proxy where it does not relay): a head
 # up to 64 KB in all is valid, past it 431; bad body framing is refused at once, a huge chunk from its size line.
 H1_EXPECT = {
     "request line over 8 KB (long URL)": (200, False),  # GET /health

@@ -5,8 +5,8 @@ a module or inside a function.
 - chaos.replay (readers, synthesis, scrubbing) never imports the load: the load reads logs through it, and the
   `chaos replay` command that drives the load lives in chaos.load;
 - chaos.experiment (the file format) never imports chaos.run (the run's lifecycle);
-- chaos.reference (the bundled server) imports nothing of the toolkit but chaos.common, which imports nothing of
-  it, so the server lifts out with that one file;
+- chaos.reference (the bundled server) imports nothing of the toolkit but chaos.common and chaos.http1, which import
+  nothing else of it, so the server lifts out with them; chaos.proxy (the fault proxies) the same;
 - no cycle among chaos.load's modules, lazy imports included (a lazy import is how a cycle hides).
 
 The checker is itself tested on a small tree with each knot tied on purpose, so these tests can fail.
@@ -59,9 +59,13 @@ def violations(graph: dict[str, set[str]], top: str = "chaos") -> list[str]:
     rules = [(f"{top}.{src}", lambda m, dst=f"{top}.{dst}": _under(m, dst), f"{src} must not import {dst}")
              for src, dst in (("records", "load"), ("verify", "load"), ("report", "load"), ("replay", "load"),
                               ("experiment", "run"))]
-    ref, common = f"{top}.reference", f"{top}.common"
-    rules.append((ref, lambda m: not (_under(m, ref) or m == common),
-                  "reference imports nothing of the toolkit but common"))
+    common, http1 = f"{top}.common", f"{top}.http1"
+    for pkg in ("reference", "proxy"):
+        rules.append((f"{top}.{pkg}", lambda m, own=f"{top}.{pkg}": not (_under(m, own) or _under(m, http1)
+                                                                            or m == common),
+                      f"{pkg} imports nothing of the toolkit but common and http1"))
+    rules.append((http1, lambda m: not (_under(m, http1) or m == common),
+                  "http1 imports nothing of the toolkit but common"))
     rules.append((common, lambda m: True, "common imports nothing of the toolkit"))
     out = []
     for importer, imported in sorted(graph.items()):
@@ -152,6 +156,8 @@ def test_the_checker_finds_each_knot(tmp_path):
         "experiment/__init__.py": "", "experiment/checks.py": "def f():\n    from ..run.loadspec import g\n",
         "run/__init__.py": "", "run/loadspec.py": "",
         "reference/__init__.py": "", "reference/s.py": "from ..common import p\nfrom ..records import x\n",
+        "proxy/__init__.py": "", "proxy/p.py": "from ..http1 import w\nfrom ..reference import s\n",
+        "http1/__init__.py": "", "http1/w.py": "from ..common import p\nfrom ..proxy import p\n",
     }
     top = tmp_path / "chaos"
     for rel, text in files.items():
@@ -161,7 +167,9 @@ def test_the_checker_finds_each_knot(tmp_path):
     found = violations(g)
     for importer, imported in (("records.x", "load.a"), ("verify.v", "load.d"), ("report.r", "load.c"),
                                ("replay.cli", "load.d"), ("experiment.checks", "run.loadspec"),
-                               ("reference.s", "records"), ("common", "records")):
+                               ("reference.s", "records"), ("common", "records"), ("proxy.p", "reference.s"),
+                               ("http1.w", "proxy.p")):
         assert any(v.startswith(f"chaos.{importer} -> chaos.{imported} ") for v in found), (importer, found)
-    assert not any(v.startswith("chaos.reference.s -> chaos.common ") for v in found)
+    assert not any(v.startswith(("chaos.reference.s -> chaos.common ", "chaos.proxy.p -> chaos.http1",
+                                 "chaos.http1.w -> chaos.common ")) for v in found)
     assert cycles(g, "chaos.load") == [["chaos.load.a", "chaos.load.b", "chaos.load.c", "chaos.load.a"]]

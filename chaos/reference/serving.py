@@ -29,7 +29,7 @@ import sys
 from aiohttp import http_exceptions, web
 
 from ..common import error_type_for, openai_error
-from .http1 import too_large
+from ..http1.wire import too_large
 
 
 class ListenError(RuntimeError):

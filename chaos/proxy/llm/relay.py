@@ -9,9 +9,9 @@ import socket
 import struct
 
 from .content import apply_content
-from chaos.reference.http1 import (LAST_CHUNK, HTTPError, UpstreamError, body_framing, chunk, encode_head, iter_body,
-                                   read_body)
-from chaos.reference.pump import Pump, to_client
+from chaos.http1.pool import UpstreamError
+from chaos.http1.wire import LAST_CHUNK, HTTPError, body_framing, chunk, encode_head, iter_body, read_body
+from chaos.http1.pump import Pump, to_client
 from .stream import Event, StreamCtx, StreamEnd, split_events
 
 JSON_LIMIT = 16 * 1024 * 1024  # a plain answer whose content a fault rewrites is read whole, up to this

@@ -1,4 +1,4 @@
-"""LLMProxy: each request from a client connection (chaos/reference/h1server.py listens, one task a connection, as
+"""LLMProxy: each request from a client connection (chaos/http1/server.py listens, one task a connection, as
 for the gateway) relayed to the upstream.
 
 The no-fault path relays heads and body bytes as they come (chunk framing re-done, nothing else parsed); the
@@ -14,9 +14,9 @@ import time
 import traceback
 
 from chaos.common import FAULT_TOKEN_HEADER, openai_error
-from chaos.reference.h1server import REASONS, Server, error_body, linger, quiet, read_whole, send_json
-from chaos.reference.http1 import (HTTPError, Pool, Upstream, UpstreamError, body_framing, encode_head, iter_body,
-                                  read_head)
+from chaos.http1.server import REASONS, Server, error_body, linger, quiet, read_whole, send_json
+from chaos.http1.pool import Pool, Upstream, UpstreamError
+from chaos.http1.wire import HTTPError, body_framing, encode_head, iter_body, read_head
 
 from . import admin
 from .base import Run

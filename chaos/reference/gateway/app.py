@@ -15,8 +15,8 @@ import random
 import time
 
 from ...common import retry_after_headers
-from ..h1server import CODES, StreamOut, linger, send
-from ..http1 import HTTPError, body_framing
+from ...http1.server import CODES, StreamOut, linger, send
+from ...http1.wire import HTTPError, body_framing
 from ..openapi import gateway_spec
 from .attempt import ANSWER, BUSY, Failure, attempt
 from .body import parse_envelope, read_body
@@ -72,7 +72,7 @@ class Gateway:
 
     # -- one request --------------------------------------------------------------------------------------
     async def handle(self, reader, writer, head) -> bool:
-        """Route one request and answer it (h1server.Server's handler); whether the connection may serve another."""
+        """Route one request and answer it (http1.server.Server's handler); whether the connection may serve another."""
         method = head.first[0]
         path = head.origin_target().split("?", 1)[0]  # the path is what we route on
         call = Call(reader, writer, head, path, head.keeps_alive(True), head.get("x-request-id") or new_rid())

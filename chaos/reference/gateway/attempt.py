@@ -12,8 +12,8 @@ import json
 import time
 
 from ...common import parse_retry_after
-from ..http1 import HTTPError, body_framing, encode_head, read_body
-from ..pump import Pump, StreamIdle, to_client
+from ...http1.wire import HTTPError, body_framing, encode_head, read_body
+from ...http1.pump import Pump, StreamIdle, to_client
 from .call import Call, Reply
 from .errors import error_body
 from .stream import SSECollector, answer_from_json

@@ -1,7 +1,7 @@
 """A request body at the edge: bounded in size and in time, and checked as far as the gateway needs it.
 
 The size is decided from Content-Length before a byte is read (413 at once, nothing forwarded; the rest the
-client sends is read and dropped for a while, h1server.linger, so that it can read the answer) and, for a
+client sends is read and dropped for a while, http1.server.linger, so that it can read the answer) and, for a
 chunked body, from each chunk's size line before that chunk is read: at most max_body bytes are ever held. A body
 must arrive within body_timeout_s of its head (a trickling client gets 408 and its connection closed).
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 
-from ..h1server import read_whole
-from ..http1 import HTTPError
+from ...http1.server import read_whole
+from ...http1.wire import HTTPError
 from ..serving import json_content_type_error
 from .call import Call
 from .errors import GatewayError

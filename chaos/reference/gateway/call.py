@@ -1,5 +1,5 @@
 """One client request at the gateway (Call) and a whole answer to it (Reply); a streamed answer is an
-h1server.StreamOut the handler writes as the tokens come."""
+http1.server.StreamOut the handler writes as the tokens come."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import random
 from dataclasses import dataclass
 
-from ..h1server import StreamOut
-from ..http1 import take_whole
+from ...http1.server import StreamOut
+from ...http1.wire import take_whole
 
 
 def new_rid() -> str:
@@ -51,7 +51,7 @@ class Call:
     def drop_buffered_body(self) -> None:
         """A body refused unread (a 429, a wrong Content-Type) that has all arrived already is taken off the
         connection, which then serves the client's next request: a refusal should not cost it a reconnect. One
-        still on its way is not waited for: the connection closes after the answer (h1server.linger)."""
+        still on its way is not waited for: the connection closes after the answer (http1.server.linger)."""
         if not self.body_read and take_whole(self.reader, self.framing) is not None:
             self.body_read = True
 

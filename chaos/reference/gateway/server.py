@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ...common import running_loop_name
-from ..h1server import Server
+from ...http1.server import Server
 from ..serving import drain_on_signal, listen_error
 from .app import Gateway
 from .settings import GatewaySettings

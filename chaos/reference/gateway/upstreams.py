@@ -13,7 +13,8 @@ import logging
 import time
 from collections import deque
 
-from .. import http1
+from ...http1 import pool as http1pool
+from ...http1.wire import HTTPError
 from .breaker import CLOSED, CircuitBreaker
 from .settings import GatewaySettings
 
@@ -23,8 +24,8 @@ log = logging.getLogger("chaos.gateway")
 class Upstream:
     def __init__(self, name: str, url: str, settings: GatewaySettings, pool: str):
         self.name, self.url, self.pool = name, url.rstrip("/"), pool
-        self.conns = http1.Pool(http1.Upstream(self.url))  # kept-alive connections for requests (attempt.py)
-        self.probes = http1.Pool(self.conns.upstream, max_idle=1)  # the health checks' own connection
+        self.conns = http1pool.Pool(http1pool.Upstream(self.url))  # kept-alive connections for requests (attempt.py)
+        self.probes = http1pool.Pool(self.conns.upstream, max_idle=1)  # the health checks' own connection
         self.healthy = True  # optimistic until the first check says otherwise
         self.outstanding = 0
         self.consecutive_failures = 0
@@ -182,7 +183,7 @@ async def health_loop(pools: list[Pool], settings: GatewaySettings) -> None:
                 u.checked(status == 200)
             except TimeoutError:
                 u.checked(False, timed_out=True)
-            except (OSError, asyncio.IncompleteReadError, http1.HTTPError):
+            except (OSError, asyncio.IncompleteReadError, HTTPError):
                 u.checked(False)
         except Exception:  # a bug of ours: say so, and check again next round
             log.exception("health check of %s failed", u.name)

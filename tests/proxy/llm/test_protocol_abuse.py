@@ -6,7 +6,7 @@ idle connections at once. After each: no 5xx, every error body OpenAI-shaped JSO
 /__chaos/health and the upstream's /health through it 200, a normal request relayed, and the replica's KV blocks
 all free again.
 
-The proxy parses HTTP/1.1 itself (chaos/reference/http1.py, shared with the gateway): a head up to 64 KB is valid to it and goes to the
+The proxy parses HTTP/1.1 itself (chaos/http1/wire.py, shared with the gateway): a head up to 64 KB is valid to it and goes to the
 upstream, whose answer (aiohttp's refusal, made JSON by chaos/reference/serving.py) is relayed; past 64 KB, and
 every bad body framing, it answers itself.
 """
@@ -33,7 +33,7 @@ IDLE = 1000
 BODY = json.dumps({"model": M, "prompt": "abuse", "max_tokens": 2}).encode()
 CASES = cases("/v1/completions", BODY)
 
-# What chaos/reference/h1server.py answers itself (the gateway's too), but for heads under 64 KB, which the proxy
+# What chaos/http1/server.py answers itself (the gateway's too), but for heads under 64 KB, which the proxy
 # relays: the replica's aiohttp refuses some (400), and the proxy keeps its client connection.
 EXPECT = {**H1_EXPECT,
           "request line over 8 KB (long URL)": (400, False),

@@ -180,7 +180,7 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_
 def test_the_dechunker_takes_any_split_and_refuses_bad_framing():
     import random
 
-    from chaos.reference.http1 import Dechunker, HTTPError
+    from chaos.http1.wire import Dechunker, HTTPError
 
     body = b"5\r\nhello\r\n1;ext=1\r\n \r\n10\r\n" + b"x" * 16 + b"\r\n0\r\nTrailer: t\r\n\r\nNEXT"
     rng = random.Random(7)

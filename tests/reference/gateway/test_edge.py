@@ -211,7 +211,7 @@ def _raw(gw, data: bytes, limit_s: float = 20) -> bytes:
 
 
 def test_head_pipelining_and_an_http10_stream_at_the_gateways_own_http_side(edge):
-    """The gateway parses HTTP/1.1 itself (chaos/reference/h1server.py): HEAD answers a GET route's head with no body,
+    """The gateway parses HTTP/1.1 itself (chaos/http1/server.py): HEAD answers a GET route's head with no body,
     two requests sent in one write are answered in order on the connection (also after a refusal that never read
     its body), a 405 names what the route allows, and an HTTP/1.0 client's stream ends with the connection's close,
     not chunked framing it cannot read."""

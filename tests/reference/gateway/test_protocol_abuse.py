@@ -3,7 +3,7 @@ cases - heads over 8 KB and 64 KB (a long URL, one big header, many headers), to
 framing (sent with the head and after it), chunked with Content-Length, a Content-Length the client never fulfils
 (waiting, and half-closed), and 1,000 idle connections at once. After each: no 5xx, every error body OpenAI-shaped
 JSON, the gateway alive, its /health 200 and its upstream still up, a normal request served, and nothing of the
-malformed requests forwarded. The gateway parses HTTP/1.1 itself (chaos/reference/h1server.py on http1.py, as
+malformed requests forwarded. The gateway parses HTTP/1.1 itself (chaos/http1/server.py on wire.py, as
 the LLM fault proxy does): a head up to 64 KB is valid to it, past that 431; every bad body framing is refused
 before any of it goes upstream. Slowloris and trickled bodies are test_edge.py's.
 """

@@ -1,4 +1,4 @@
-"""The listening side the gateway and the LLM fault proxy share (chaos/reference/h1server.py on http1.py), on a
+"""The listening side the gateway and the LLM fault proxy share (chaos/http1/server.py on wire.py), on a
 real socket over loopback: pipelined requests answered in order, a chunked body's bytes past its end left for the
 next request, a 413 the client can read after sending its whole body, a stream chunked to HTTP/1.1 and to the
 close for HTTP/1.0, and a request's task cancelled the moment its client leaves."""
@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from chaos.reference.h1server import Server, StreamOut, linger, read_whole, send
-from chaos.reference.http1 import HTTPError, body_framing, iter_body
+from chaos.http1.server import Server, StreamOut, linger, read_whole, send
+from chaos.http1.wire import HTTPError, body_framing, iter_body
 
 
 def run(coro):

@@ -1,4 +1,4 @@
-"""The pump (chaos/reference/pump.py) on real loopback sockets, on asyncio's loop and on uvloop: a body passed on
+"""The pump (chaos/http1/pump.py) on real loopback sockets, on asyncio's loop and on uvloop: a body passed on
 from the transport's reads in order, whatever its framing; the connection handed back for reuse with what was
 sent beyond the body; a cut, a reset, bad framing and silence reported as the upstream's; a full sink's side
 pausing the upstream's reads until it drains."""
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from chaos.reference.http1 import HTTPError, body_framing, read_head
-from chaos.reference.pump import Pump, StreamIdle
+from chaos.http1.wire import HTTPError, body_framing, read_head
+from chaos.http1.pump import Pump, StreamIdle
 
 LOOPS = ["asyncio"] + (["uvloop"] if importlib.util.find_spec("uvloop") else [])
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -1,4 +1,4 @@
-"""The listening side on http1.py: one task per client connection, each request head within a deadline, and a
+"""The listening side on wire.py: one task per client connection, each request head within a deadline, and a
 request's task cancelled the moment its client leaves. What the gateway and the LLM fault proxy listen with (a
 replica listens with aiohttp, serving.py).
 
@@ -18,7 +18,7 @@ import asyncio
 import json
 
 from ..common import error_type_for, openai_error
-from .http1 import (HEAD_LIMIT, LAST_CHUNK, HTTPError, buffered, chunk, encode_head, read_body, read_head, take_whole,
+from .wire import (HEAD_LIMIT, LAST_CHUNK, HTTPError, buffered, chunk, encode_head, read_body, read_head, take_whole,
                     too_large)
 
 MAX_REQUESTS = 100_000  # per client connection

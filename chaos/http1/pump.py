@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .http1 import Dechunker, take_buffered, unread
+from .wire import Dechunker, take_buffered, unread
 
 
 class StreamIdle(Exception):

@@ -1,7 +1,7 @@
 """Just enough HTTP/1.1 for a reverse proxy: heads, bodies by Content-Length / chunked / close, one upstream pool;
 with pump.py (a body relayed from the transport's reads), the one relay design of the gateway
-(chaos/reference/gateway) and the LLM fault proxy (chaos/proxy/llm). It lives with the reference server, which
-imports nothing of the toolkit.
+(chaos/reference/gateway) and the LLM fault proxy (chaos/proxy/llm). pool.py holds the client side (an upstream
+and its kept-alive connections).
 
 Written on asyncio streams rather than aiohttp because the relay must add well under a millisecond to a stream's
 first token: no per-chunk parsing, no header objects beyond a list of pairs, a body relayed as the bytes arrive.
@@ -12,11 +12,8 @@ together, the last of them waited for the 49 before it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import re
-import ssl
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from dataclasses import dataclass
 
 HEAD_LIMIT = 64 * 1024  # request or response head; past it 431/502
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")  # 16 hex digits: up to 2**64 - 1; more is an overflow
@@ -289,107 +286,3 @@ def chunk(data: bytes) -> bytes:
 
 
 LAST_CHUNK = b"0\r\n\r\n"
-
-
-@dataclass(slots=True)
-class Upstream:
-    """Where requests go: scheme, host, port, base path (kept as a prefix) and the Host header to send."""
-
-    url: str
-    scheme: str = field(init=False)
-    host: str = field(init=False)
-    port: int = field(init=False)
-    base: str = field(init=False)
-    host_header: str = field(init=False)
-
-    def __post_init__(self):
-        u = urlsplit(self.url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError(f"upstream {self.url!r}: give an http:// or https:// URL such as http://127.0.0.1:8000")
-        if u.query or u.fragment:
-            raise ValueError(f"upstream {self.url!r}: no query or fragment; a base path such as /api/v3 is fine")
-        self.scheme, self.host = u.scheme, u.hostname
-        self.port = u.port or (443 if u.scheme == "https" else 80)
-        self.base = u.path.rstrip("/")
-        default = self.port == (443 if u.scheme == "https" else 80)
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.host_header = host if default else f"{host}:{self.port}"
-
-
-class Pool:
-    """Kept-alive connections to the one upstream. A connection goes back only after a complete response that
-    did not say close; anything cut short is closed, never reused."""
-
-    def __init__(self, upstream: Upstream, max_idle: int = 256):
-        self.upstream = upstream
-        self.max_idle = max_idle
-        self.idle: collections.deque = collections.deque()
-        self.opened = 0  # connections ever opened: what a test of reuse looks at
-        self._ssl = ssl.create_default_context() if upstream.scheme == "https" else None
-
-    async def get(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
-        """(reader, writer, reused)."""
-        while self.idle:
-            r, w = self.idle.pop()
-            # A connection the upstream closed (or wrote to unasked) while idle is no use.
-            if w.is_closing() or r.at_eof() or buffered(r):
-                w.close()
-                continue
-            return r, w, True
-        u = self.upstream
-        r, w = await asyncio.open_connection(u.host, u.port, ssl=self._ssl, limit=UPSTREAM_BUFFER,
-                                             server_hostname=u.host if self._ssl else None)
-        self.opened += 1
-        return r, w, False
-
-    async def send(self, message: bytes):
-        """((reader, writer), response head) for a whole request sent on a pooled connection; a kept-alive
-        connection the upstream had closed meanwhile (it said nothing) is replaced by a fresh one, once. The caller
-        reads the body and then puts the connection back (put) or closes it."""
-        for again in (True, False):
-            r, w, reused = await self.get()
-            try:
-                w.write(message)
-                await w.drain()
-                resp = await read_head(r, False)
-                while resp is not None and resp.first[1].startswith("1"):
-                    resp = await read_head(r, False)  # 100 Continue and friends: ours to swallow
-                if resp is None:
-                    raise ConnectionResetError("the upstream closed the connection without answering")
-                return (r, w), resp
-            except BaseException as e:
-                w.close()
-                if not (again and reused and isinstance(e, (OSError, asyncio.IncompleteReadError))):
-                    raise
-        raise AssertionError("not reached")
-
-    async def fetch(self, method: str, path: str, limit: int = 1 << 20) -> tuple[int, bytes]:
-        """(status, body) of a request with no body (GET /health, GET /v1/models). Raises OSError,
-        IncompleteReadError or HTTPError; a caller's timeout that cancels it leaves no connection behind."""
-        u = self.upstream
-        conn, resp = await self.send(encode_head(f"{method} {u.base}{path} HTTP/1.1", [("Host", u.host_header)]))
-        ok = False
-        try:
-            framing = body_framing(resp, False, method)
-            body = await read_body(conn[0], framing, limit)
-            ok = resp.keeps_alive(False, framing)
-            return int(resp.first[1]), body
-        finally:
-            if ok:
-                self.put(*conn)
-            else:
-                conn[1].close()
-
-    def put(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        if len(self.idle) >= self.max_idle or w.is_closing():
-            w.close()
-            return
-        self.idle.append((r, w))
-
-    def close(self) -> None:
-        while self.idle:
-            self.idle.pop()[1].close()
-
-
-class UpstreamError(Exception):
-    """The upstream failed (refused, reset, a malformed answer): a 502 if nothing went to the client yet."""
