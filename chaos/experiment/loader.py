@@ -37,6 +37,15 @@ class ExperimentError(Exception):
         self.problems = problems
 
 
+def print_problems(e: ExperimentError) -> int:
+    """Each problem on its own 'error:' line, as every command shows a bad file; the exit code for bad input."""
+    import sys
+
+    for p in e.problems:
+        print(f"error: {p}", file=sys.stderr)
+    return 2
+
+
 Path = tuple  # keys and indices from the document root
 
 

@@ -35,6 +35,17 @@ def _text(v) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
+def cli_vars(items) -> dict[str, str]:
+    """The --var NAME=VALUE items every command takes; a bad item is refused as a bad file's line is."""
+    from ..common import parse_vars
+    from .loader import ExperimentError
+
+    try:
+        return parse_vars(items)
+    except ValueError as e:
+        raise ExperimentError([str(e)]) from None
+
+
 class Variables:
     """The values ${NAME} may take: --var beats the environment, which beats the file's declared default."""
 

@@ -69,15 +69,16 @@ def check_cron(cron: str) -> str | None:
 
 def cmd_gameday(a) -> int:
     from ..experiment.loader import ExperimentError
-    from ..run.cli import _problems, _vars
+    from ..experiment.loader import print_problems
+    from ..experiment.variables import cli_vars
     from ..suite.model import load_suite
     from .runner import GamedayError, run_gameday
 
     os.environ.setdefault("TZ", "UTC")
     try:
-        suite = load_suite(a.suite, _vars(a.var))
+        suite = load_suite(a.suite, cli_vars(a.var))
     except ExperimentError as e:
-        return _problems(e)
+        return print_problems(e)
     if a.every and (why := check_cron(a.every)):
         print(f"error: {why}", file=sys.stderr)
         return 2

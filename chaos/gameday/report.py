@@ -7,7 +7,7 @@ import os
 import time
 import xml.etree.ElementTree as ET
 
-from ..report.junit import _text
+from ..report.junit import xml_text
 from ..report.sections import duration_text
 from ..host import HostSummary
 from .history import Move, Point, Rule, median_host, moved
@@ -162,20 +162,20 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: di
 def junit(doc: dict) -> str:
     root = ET.Element("testsuites")
     runs = doc["runs"]
-    suite = ET.SubElement(root, "testsuite", name=_text(f"game day: {doc['suite']}"),
+    suite = ET.SubElement(root, "testsuite", name=xml_text(f"game day: {doc['suite']}"),
                           tests=str(len(runs) + len(doc.get("not_run") or [])),
                           failures=str(sum(r["exit_code"] not in (0, 4) for r in runs) + len(doc.get("not_run") or [])),
                           skipped=str(sum(r["exit_code"] == 4 for r in runs)))
     for r in runs:
-        case = ET.SubElement(suite, "testcase", classname="gameday", name=_text(r["name"]), time=f"{r['seconds']:.1f}")
+        case = ET.SubElement(suite, "testcase", classname="gameday", name=xml_text(r["name"]), time=f"{r['seconds']:.1f}")
         if r["exit_code"] == 4:
             ET.SubElement(case, "skipped", message="inconclusive: a check could not be judged (see its report)")
         elif r["exit_code"] != 0:
-            ET.SubElement(case, "failure", message=_text(f"{r.get('verdict') or r['status']}: {r['run_dir']}/report.md"
+            ET.SubElement(case, "failure", message=xml_text(f"{r.get('verdict') or r['status']}: {r['run_dir']}/report.md"
                                                          + (f" ({r['error']})" if r.get("error") else "")))
     for name in doc.get("not_run") or []:
-        case = ET.SubElement(suite, "testcase", classname="gameday", name=_text(name), time="0")
-        ET.SubElement(case, "failure", message=_text(f"not run: the game day was {doc['status']}"))
+        case = ET.SubElement(suite, "testcase", classname="gameday", name=xml_text(name), time="0")
+        ET.SubElement(case, "failure", message=xml_text(f"not run: the game day was {doc['status']}"))
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 

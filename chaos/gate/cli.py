@@ -111,7 +111,8 @@ def _raise_interrupt(signum, frame):
 
 def cmd_gate(a) -> int:
     from ..experiment.loader import ExperimentError
-    from ..run.cli import _problems, _vars
+    from ..experiment.loader import print_problems
+    from ..experiment.variables import cli_vars
     from ..suite.model import load_plan
     from .gate import GateError, Plan, recorded_runs, run_gate
 
@@ -129,7 +130,7 @@ def cmd_gate(a) -> int:
             a.candidate = a.baseline_target
         elif not a.candidate:
             raise GateError("give --candidate TARGET (or --aa, to run the baseline against itself)")
-        variables = _vars(a.var)
+        variables = cli_vars(a.var)
         settings = _settings(a)
         suite = load_plan(a.suite, variables, target=a.candidate)
         if a.baseline_target:
@@ -139,7 +140,7 @@ def cmd_gate(a) -> int:
         plan = Plan(suite, out, a.candidate, a.baseline_target,
                     recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa)
     except ExperimentError as e:
-        return _problems(e)
+        return print_problems(e)
     except (GateError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

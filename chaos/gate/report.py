@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..report.junit import _text
+from ..report.junit import xml_text
 from ..host import DEFAULT_BOUND, HostSummary
 from ..report.sections import duration_text
 from ..verify import compare as C
@@ -193,22 +193,22 @@ def markdown(doc: dict) -> str:
 def junit(doc: dict) -> str:
     figs = doc.get("figures") or []
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=_text(f"chaos gate: {doc.get('suite')}"), tests=str(len(figs) or 1),
+    suite = ET.SubElement(root, "testsuite", name=xml_text(f"chaos gate: {doc.get('suite')}"), tests=str(len(figs) or 1),
                           failures=str(sum(f["verdict"] == C.WORSE for f in figs)),
                           skipped=str(sum(f["verdict"] == C.NOT_JUDGED for f in figs)))
     if not figs:
         case = ET.SubElement(suite, "testcase", classname="gate", name="gate", time="0")
         if doc.get("exit_code"):
-            ET.SubElement(case, "failure", message=_text(doc.get("reason")))
+            ET.SubElement(case, "failure", message=xml_text(doc.get("reason")))
     for f in figs:
-        case = ET.SubElement(suite, "testcase", classname=_text(f"gate.{f.get('experiment', '')}"),
-                             name=_text(f["figure"]), time="0")
+        case = ET.SubElement(suite, "testcase", classname=xml_text(f"gate.{f.get('experiment', '')}"),
+                             name=xml_text(f["figure"]), time="0")
         if f["verdict"] == C.WORSE:
-            ET.SubElement(case, "failure", message=_text(f"regressed: {figure_line(f)}"))
+            ET.SubElement(case, "failure", message=xml_text(f"regressed: {figure_line(f)}"))
         elif f["verdict"] == C.NOT_JUDGED:
             need = (f" (needs {f['needs_runs']} runs a side)" if f.get("needs_runs") else
                     f" (needs {f['needs_pairs']} pairs)" if f.get("needs_pairs") else "")
-            ET.SubElement(case, "skipped", message=_text(f.get("why", "not judged") + need))
+            ET.SubElement(case, "skipped", message=xml_text(f.get("why", "not judged") + need))
     out = ET.SubElement(suite, "system-out")
-    out.text = _text(f"{doc.get('verdict')}: {doc.get('reason')}")
+    out.text = xml_text(f"{doc.get('verdict')}: {doc.get('reason')}")
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -343,9 +343,9 @@ class LoadRun(ReplayRun):
                     os.killpg(p.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        self._reap(grace)
+        self.reap(grace)
 
-    def _reap(self, grace: float) -> None:
+    def reap(self, grace: float) -> None:
         deadline = time.monotonic() + grace
         for p in self.procs:
             try:
@@ -381,7 +381,7 @@ class LoadRun(ReplayRun):
             if now >= next_report:
                 self.progress(self.live_line())
                 next_report += interval
-        self._reap(15.0)
+        self.reap(15.0)
 
     # -- after --------------------------------------------------------------------------------
     def result(self) -> LoadResult:

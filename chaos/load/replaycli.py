@@ -227,12 +227,13 @@ def _target(a, out, journal=None):
         return None, [a.target], a.model, a.api_key_env, None
     if not os.path.isfile(a.target):
         raise _Stop(f"TARGET {a.target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
+    from ..common import parse_vars
     from ..experiment.loader import ExperimentError
     from ..experiment.model import load_target
     from ..targets import TargetError, make_target
 
     try:
-        spec, _ = load_target(a.target, _vars(a.var))
+        spec, _ = load_target(a.target, parse_vars(a.var))  # a bad item: ValueError, shown as cmd_replay shows it
     except ExperimentError as e:
         raise _Stop(f"{a.target}: {e}") from None
     from ..run.journal import journal_spawn
@@ -251,15 +252,6 @@ def _target(a, out, journal=None):
     finally:  # what exists, even if up failed half way
         journal.write("target_started", instances=[i.journal() for i in target.all_instances()])
     return target, target.urls, a.model or target.model, target.api_key_env, spec
-
-
-def _vars(items: list[str]) -> dict:
-    from ..common import parse_vars
-
-    try:
-        return parse_vars(items)
-    except ValueError as e:
-        raise _Stop(str(e)) from None
 
 
 def _config(a, opts, window, urls, model, key_env, out, target=None, target_spec=None):

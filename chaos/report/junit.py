@@ -21,7 +21,7 @@ _INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ff
 _OK_VERDICTS = ("passed", "failed", "inconclusive")  # a run that ended badly otherwise gets a failed "run" case
 
 
-def _text(value) -> str:
+def xml_text(value) -> str:
     return _INVALID.sub("?", "" if value is None else str(value))
 
 
@@ -33,13 +33,13 @@ def _status(check: dict) -> str:
 
 
 def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
-    return ET.SubElement(suite, "testcase", classname=classname, name=_text(name), time="0")
+    return ET.SubElement(suite, "testcase", classname=classname, name=xml_text(name), time="0")
 
 
 def junit_xml(report: dict) -> str:
     """The JUnit XML document for a report dict (report.json's shape; any part may be missing)."""
     r = report or {}
-    name = _text((r.get("experiment") or {}).get("name") or "experiment")
+    name = xml_text((r.get("experiment") or {}).get("name") or "experiment")
     classname = f"llm-chaos.{name}"
     checks = r.get("checks") or []
     verdict = r.get("verdict") or "unknown"
@@ -57,13 +57,13 @@ def junit_xml(report: dict) -> str:
     props = ET.SubElement(suite, "properties")
     for key in ("verdict", "exit_code", "reason"):
         if r.get(key) is not None:
-            ET.SubElement(props, "property", name=key, value=_text(r[key]))
+            ET.SubElement(props, "property", name=key, value=xml_text(r[key]))
     for c, status in zip(checks, statuses):
         case = _case(suite, classname, c.get("name") or "check")
-        detail = _text(c.get("detail"))
+        detail = xml_text(c.get("detail"))
         if status == "failed":
             f = ET.SubElement(case, "failure", type="check failed",
-                              message=_text(f"measured {c.get('measured')}; required {c.get('threshold')}"))
+                              message=xml_text(f"measured {c.get('measured')}; required {c.get('threshold')}"))
             f.text = detail
         elif status == "not_judged":
             ET.SubElement(case, "skipped", message=detail.removeprefix("not judged: ") or "not judged")
@@ -71,13 +71,13 @@ def junit_xml(report: dict) -> str:
         case = _case(suite, classname, "run")
         if verdict != "passed":
             why = r.get("reason") or f"the run ended {verdict} and judged no check"
-            f = ET.SubElement(case, "failure", type=f"run {verdict}", message=_text(why))
-            f.text = _text(f"verdict {verdict}, exit code {r.get('exit_code')}: {why}")
+            f = ET.SubElement(case, "failure", type=f"run {verdict}", message=xml_text(why))
+            f.text = xml_text(f"verdict {verdict}, exit code {r.get('exit_code')}: {why}")
     out = [f"verdict: {verdict} (exit code {r.get('exit_code')})"]
     if r.get("reason"):
         out.append(f"reason: {r['reason']}")
     out += [f"note: {n}" for n in r.get("notes") or []]
-    ET.SubElement(suite, "system-out").text = _text("\n".join(out))
+    ET.SubElement(suite, "system-out").text = xml_text("\n".join(out))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

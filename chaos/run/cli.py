@@ -80,32 +80,17 @@ def register(sub, formatter) -> None:
     t.set_defaults(func=cmd_targets)
 
 
-def _vars(items) -> dict:
-    from ..common import parse_vars
-    from ..experiment.loader import ExperimentError
-
-    try:
-        return parse_vars(items)
-    except ValueError as e:
-        raise ExperimentError([str(e)]) from None
-
-
-def _problems(e) -> int:
-    for p in e.problems:
-        print(f"error: {p}", file=sys.stderr)
-    return 2
-
-
 def cmd_run(a) -> int:
-    from ..experiment.loader import ExperimentError
+    from ..experiment.loader import ExperimentError, print_problems
+    from ..experiment.variables import cli_vars
     from ..experiment.model import load_experiment
     from .runner import Runner
     from .view import View
 
     try:
-        exp = load_experiment(a.file, _vars(a.var), target=a.target)
+        exp = load_experiment(a.file, cli_vars(a.var), target=a.target)
     except ExperimentError as e:
-        return _problems(e)
+        return print_problems(e)
     if a.dry_run:
         print(f"{exp.name}: {exp.description}")
         print(f"target: {exp.target.kind} ({exp.target.replicas} instance(s)) from {exp.target.source}")
@@ -163,7 +148,8 @@ def _print_links(exp) -> None:
 
 
 def cmd_validate(a) -> int:
-    from ..experiment.loader import ExperimentError, read_file
+    from ..experiment.loader import ExperimentError, print_problems, read_file
+    from ..experiment.variables import cli_vars
     from ..experiment.model import load_experiment, load_target
 
     bad = 0
@@ -171,21 +157,21 @@ def cmd_validate(a) -> int:
         try:
             doc = read_file(path)
             if isinstance(doc.data, dict) and "kind" in doc.data and "load" not in doc.data:
-                load_target(doc, _vars(a.var))
+                load_target(doc, cli_vars(a.var))
                 what = "target"
             elif isinstance(doc.data, dict) and "experiments" in doc.data and "load" not in doc.data:
                 from ..suite.model import load_suite
 
-                suite = load_suite(path, _vars(a.var))  # as `chaos gameday` and `chaos gate` load it
+                suite = load_suite(path, cli_vars(a.var))  # as `chaos gameday` and `chaos gate` load it
                 what = f"suite of {len(suite.entries)} experiment(s)"
             else:
-                exp = load_experiment(path, _vars(a.var))
+                exp = load_experiment(path, cli_vars(a.var))
                 what = "experiment"
                 _warn(exp, path)
             print(f"{path}: ok ({what})")
         except ExperimentError as e:
             bad += 1
-            _problems(e)
+            print_problems(e)
     return 2 if bad else 0
 
 
@@ -291,15 +277,16 @@ def cmd_recover(a) -> int:
 
 def cmd_targets(a) -> int:
     from ..common import stop_group
-    from ..experiment.loader import ExperimentError
+    from ..experiment.loader import ExperimentError, print_problems
+    from ..experiment.variables import cli_vars
     from ..experiment.model import load_target
     from ..targets import TargetError, make_target
     from ..targets.base import write_json
 
     try:
-        spec, _ = load_target(a.target_file, _vars(a.var))
+        spec, _ = load_target(a.target_file, cli_vars(a.var))
     except ExperimentError as e:
-        return _problems(e)
+        return print_problems(e)
     state_dir = os.path.join(".chaos", "targets")
     os.makedirs(state_dir, exist_ok=True)
     state = os.path.join(state_dir, f"{spec.name}.json")

@@ -451,7 +451,7 @@ class Runner:
             if self.load.poll():
                 self.load.stop(grace=1.0 if fast() else 5.0)
             else:
-                self.load._reap(1.0)
+                self.load.reap(1.0)
             self._take(self.load.new_records())
             self.journal.write("load_stopped", records=self.num_records)
         if self.target is not None:
