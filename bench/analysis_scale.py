@@ -156,7 +156,7 @@ BYTES_A_RECORD = 1150  # the generated lines' average, for the free-space check
 def measure(mode: str, path: str, out: str) -> dict:
     """Read the records (old: every record an object; new: Columns), then the recovery figures and the phase
     table, timing each part; the sections go to `out` (JSON) for the parent to compare."""
-    from chaos.experiment.verifyspec import SLO
+    from chaos.verify.spec import SLO
     from chaos.run.journal import read_journal
     from chaos.verify import phases, recovery
 

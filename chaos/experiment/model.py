@@ -18,7 +18,7 @@ from .checks import key_env_reference, load_duration, run_would_build, semantic_
 from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
 from .validation import validate
 from .variables import Masker, Variables, mask_env, substitute
-from .verifyspec import SLO, SpecError, Verify
+from ..verify.spec import SLO, SpecError, Verify
 
 __all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_experiment", "load_target"]
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..experiment.verifyspec import SLO
+from .spec import SLO
 from ..records.columns import as_columns
 from . import diagnosis, phases, recovery
 

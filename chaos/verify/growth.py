@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..experiment.verifyspec import GROWTH_METRICS as METRICS, Growth
+from .spec import GROWTH_METRICS as METRICS, Growth
 from ..records import ERROR_OUTCOMES
 from ..sizes import size_list
 from .checks import Check, fmt_s

@@ -3,7 +3,7 @@
 The loader builds a Verify from the validated file, so the checks never parse a duration or a percentage and
 never read a key by name. Each part checks its own values in __post_init__, so one built in code is held to
 what a file is held to; a problem names its path below verify: (SpecError), which the loader turns into
-file:line:col. Imports only chaos.common: chaos.verify reads these types without pulling in the loader.
+file:line:col. Imports only chaos.common: the checks beside it read these types without the loader.
 """
 
 from __future__ import annotations
@@ -12,25 +12,12 @@ import math
 from dataclasses import dataclass, field, fields
 
 from ..common import parse_duration, parse_percent
+from .specerror import SpecError
+from .stabilityspec import StabilitySpec
 
 DEFAULT_WINDOW = 5.0  # recovery_time.window when not given: the width of the window recovery is judged over
 FALLBACK_PATHS = ("backup", "cache")
 GROWTH_METRICS = ("ttft", "e2e")
-
-
-class SpecError(ValueError):
-    """Problems in a verify: section, each (path below verify:, message)."""
-
-    def __init__(self, problems: list[tuple[tuple, str]]):
-        self.problems = problems
-        super().__init__("; ".join(f"{'.'.join(map(str, p)) or 'verify'}: {m}" for p, m in problems))
-
-    @classmethod
-    def at(cls, key: str, message: str) -> "SpecError":
-        return cls([((key,), message)])
-
-    def under(self, key: str) -> "SpecError":
-        return SpecError([((key, *p), m) for p, m in self.problems])
 
 
 def _positive(key: str, v) -> float:
@@ -249,10 +236,6 @@ def _error_rate(d) -> float:
     return _parsed(d, "max", parse_percent)
 
 
-def _stability(d):
-    from .stabilityspec import StabilitySpec  # here, not at the top: it imports SpecError from this module
-
-    return StabilitySpec.from_dict(d)
 
 
 _BUILD = {
@@ -264,5 +247,5 @@ _BUILD = {
     "served_by_all": lambda v: v,
     "fallback": Fallback.from_dict,
     "latency_growth": Growth.from_dict,
-    "stability": _stability,
+    "stability": StabilitySpec.from_dict,
 }

@@ -21,7 +21,7 @@ answer that did not parse); failed requests are the error-rate checks' business,
 - garbled: the share of complete answers holding any encoding damage (garbled > 0: U+FFFD, a lone surrogate, a
   control character).
 
-Judgement (verify: stability:, chaos.experiment.stabilityspec): identical and json_valid pass at or above their
+Judgement (verify: stability:, chaos.verify.stabilityspec): identical and json_valid pass at or above their
 threshold, the others at or below. A category whose threshold is off is reported, not judged. A category with
 nothing to judge (no structured request, no probe that stops by itself) is "not judged" when its threshold was
 written, and left out when only defaulted. identical also needs min_repeats compared probe answers during and
@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..experiment.stabilityspec import LEAST, StabilitySpec
+from .stabilityspec import LEAST, StabilitySpec
 from .checks import Check, not_judged
 from .stats import proportion
 

@@ -1,5 +1,5 @@
 """verify: stability: as a typed value (chaos/verify/stability.py judges it; docs/stability.md says what each
-threshold means). Built by chaos.experiment.verifyspec's Verify.from_dict; problems are its SpecError, so the loader
+threshold means). Built by spec.py's Verify.from_dict; problems are its SpecError, so the loader
 gives them file:line:col."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..common import parse_percent
+from .specerror import SpecError
 
 RATES = ("identical", "json_valid", "max_truncated", "max_repetition", "max_garbled")
 LEAST = ("identical", "json_valid")  # the others are the most allowed
@@ -14,9 +15,7 @@ DEFAULT_LOOP = 0.5
 DEFAULT_MIN_REPEATS = 10
 
 
-def _error(key: str, message: str):
-    from .verifyspec import SpecError  # imported here: verifyspec imports this module lazily in turn
-
+def _error(key: str, message: str) -> SpecError:
     return SpecError.at(key, message)
 
 

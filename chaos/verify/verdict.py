@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..experiment.verifyspec import SLO
+from .spec import SLO
 from . import checks as V
 from .inputs import input_checks
 from .recovery import Timeline, failover

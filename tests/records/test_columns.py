@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from chaos.experiment.verifyspec import SLO
+from chaos.verify.spec import SLO
 from chaos.records import RequestRecord, read_records
 from chaos.records import colread, columns, gaphist
 from chaos.records.columns import Columns

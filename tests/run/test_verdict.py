@@ -6,7 +6,7 @@ checks: requests sent but left unanswered at the end fail the target, too few se
 from types import SimpleNamespace
 
 from chaos.experiment.model import SLO
-from chaos.experiment.verifyspec import Verify
+from chaos.verify.spec import Verify
 from chaos.records import RequestRecord
 from chaos.verify.checks import Check, slo_checks, verdict_of
 from chaos.verify.verdict import RunFacts, run_checks, served_by_all

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from chaos.records import RequestRecord
-from chaos.experiment.verifyspec import Growth
+from chaos.verify.spec import Growth
 from chaos.verify.growth import analyse, growth_check, knee, step_ratios
 
 SIZES = [1000, 2000, 4000, 8000, 16000]

@@ -1,6 +1,6 @@
 """The four recovery figures on record sets built to pass and to fail by a known margin."""
 
-from chaos.experiment.verifyspec import SLO
+from chaos.verify.spec import SLO
 from chaos.records import RequestRecord
 from chaos.verify.recovery import FaultWindow, Timeline, budget, detect, failover, fault_windows, recovery, restore
 

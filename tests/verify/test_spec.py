@@ -7,7 +7,7 @@ import pytest
 
 from chaos.experiment.loader import ExperimentError, parse_yaml
 from chaos.experiment.model import load_experiment
-from chaos.experiment.verifyspec import (DEFAULT_WINDOW, SLO, Fallback, Growth, RecoveryTime, SpecError, Verify)
+from chaos.verify.spec import (DEFAULT_WINDOW, SLO, Fallback, Growth, RecoveryTime, SpecError, Verify)
 
 HEAD = """\
 name: t

@@ -2,7 +2,7 @@
 against each key's baseline, JSON validity, truncation, loops and garbled text, each a rate with a Wilson interval,
 per phase, with examples; and the rules for not judging."""
 
-from chaos.experiment.stabilityspec import StabilitySpec
+from chaos.verify.stabilityspec import StabilitySpec
 from chaos.records import RequestRecord
 from chaos.verify.stability import (AFTER, BEFORE, baselines, fault_phases, phase_of, stability_checks,
                                     stability_report, windows_of)

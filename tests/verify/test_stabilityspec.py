@@ -8,7 +8,7 @@ import pytest
 from chaos.experiment.loader import ExperimentError
 from chaos.experiment.loadspec import load_config
 from chaos.experiment.model import load_experiment
-from chaos.experiment.stabilityspec import StabilitySpec
+from chaos.verify.stabilityspec import StabilitySpec
 
 HEAD = """\
 name: t
