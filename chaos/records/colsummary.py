@@ -13,7 +13,7 @@ from . import gaphist
 from .columns import Columns
 from .labels import rule_and_effect, split_labels
 from .record import ERROR_OUTCOMES
-from .summary import StepSummary, _triple, lag_and_error_rate
+from .stepsummary import StepSummary, lag_and_error_rate, triple
 
 
 def summarize_steps(c: Columns, step_order: list[str], open_loop: bool = False,
@@ -52,9 +52,9 @@ def summarize(c: Columns, rows: np.ndarray, step: str, open_loop: bool = False,
     has_first, has_end = ~np.isnan(first), ~np.isnan(end)
     tpot = has_first & has_end & (out > 1)
     lag_and_error_rate(s, c.t_start[idx] - c.t_sched[idx])
-    s.ttft = _triple(first[has_first] - base[has_first])
-    s.tpot = _triple((end[tpot] - first[tpot]) / (out[tpot] - 1))
-    s.e2e = _triple(end[has_end] - base[has_end])
+    s.ttft = triple(first[has_first] - base[has_first])
+    s.tpot = triple((end[tpot] - first[tpot]) / (out[tpot] - 1))
+    s.e2e = triple(end[has_end] - base[has_end])
     gaps = c.itl(rows)
     if isinstance(gaps, gaphist.GapHistogram):
         s.itl_gaps = gaps.n
@@ -62,7 +62,7 @@ def summarize(c: Columns, rows: np.ndarray, step: str, open_loop: bool = False,
                  else {"p50": None, "p95": None, "p99": None})
     else:
         s.itl_gaps = len(gaps)
-        s.itl = _triple(gaps, 1e6, scratch=True)  # a fresh array: partitioned in place
+        s.itl = triple(gaps, 1e6, scratch=True)  # a fresh array: partitioned in place
     del gaps
     if s.e2e["p50"]:
         s.jitter = s.e2e["p99"] / s.e2e["p50"]
