@@ -157,7 +157,7 @@ def measure(mode: str, path: str, out: str) -> dict:
     """Read the records (old: every record an object; new: Columns), then the recovery figures and the phase
     table, timing each part; the sections go to `out` (JSON) for the parent to compare."""
     from chaos.verify.spec import SLO
-    from chaos.run.journal import read_journal
+    from chaos.rundir.journal import read_journal
     from chaos.verify import phases, recovery
 
     t0, c0 = time.perf_counter(), time.process_time()

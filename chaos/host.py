@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from .rundir.journal import Event
+
 HOST_FILE = "host.jsonl"
 FIELDS = ("others", "own", "steal", "load1", "psi_cpu", "psi_io", "psi_mem")
 # Cores' worth of CPU by others that the gate's guard tolerates between two runs it compares, by default. On this
@@ -298,7 +300,7 @@ def host_report(run_dir: str, report: dict) -> dict | None:
     phases = report.get("phases") or []
     start = report.get("load_started")
     end = max((p["end"] for p in phases if p.get("end") is not None), default=None)
-    stopped = next((e["t"] for e in report.get("timeline") or [] if e.get("event") == "load_stopped"), None)
+    stopped = next((e["t"] for e in report.get("timeline") or [] if e.get("event") == Event.LOAD_STOPPED), None)
     end = stopped if stopped is not None else end
     return {"file": HOST_FILE, "ncpu": series[-1].get("ncpu"),
             "load": summarize(series, start, end).to_dict(),

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from .rundir.files import REPORT_JSON
+
 SUFFIXES = (".yaml", ".yml")
 ROLLBACK_WAIT_S = 120  # after a Ctrl-C, how long a run gets to revert its faults before it is killed
 _ROOTS = pytest.StashKey[list]()  # the --chaos paths, resolved: only YAML under them is collected
@@ -190,7 +192,7 @@ def run_experiment(config, file: Path, variables: dict[str, str]) -> ChaosRun:
         stdout, stderr = (f.read().decode("utf-8", "replace") for f in (out, err))
     report = None
     try:
-        report = json.loads((run_dir / "report.json").read_text())
+        report = json.loads((run_dir / REPORT_JSON).read_text())
     except (OSError, ValueError):
         try:
             run_dir.rmdir()  # an invalid file leaves the directory empty: leave no litter behind

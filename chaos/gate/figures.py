@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..host import DEFAULT_BOUND
 from ..records import read_records
+from ..rundir.files import REQUESTS
 from ..verify import compare as C
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency, windowed
@@ -71,7 +72,7 @@ class Side:
 
         recs = []
         for d in run_dirs:
-            path = os.path.join(d, "requests.jsonl")
+            path = os.path.join(d, REQUESTS)
             recs.append(read_records(path) if os.path.exists(path) else [])
         return cls(list(run_dirs), list(reports), recs)
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..host import HostSummary, differs, load_summary, phase_summary
+from ..rundir.files import REPORT_JSON
 from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
 from ..verify import compare as C
@@ -80,7 +81,7 @@ def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
                 raise GateError(f"{path}: no finished baseline run of {', '.join(missing)}: the baseline must have "
                                 f"run every experiment of the suite (or give --baseline-target)")
             return found
-    if os.path.exists(os.path.join(path, "report.json")):
+    if os.path.exists(os.path.join(path, REPORT_JSON)):
         rep = read_report(path)
         exp_name = (rep.get("experiment") or {}).get("name")
         for e in suite.entries:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..host import differs, load_summary, phase_summary
 from ..records import read_records
+from ..rundir.files import REQUESTS
 from ..verify.paired import positive_mean_interval, ratio_interval, t_interval
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
@@ -64,7 +65,7 @@ class Run:
 
     @classmethod
     def read(cls, run_dir: str, report: dict) -> Run:
-        path = os.path.join(run_dir, "requests.jsonl")
+        path = os.path.join(run_dir, REQUESTS)
         return cls(run_dir, report, read_records(path) if os.path.exists(path) else [])
 
     def phase(self, name: str) -> dict | None:

@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from ..rundir.files import REQUESTS
 from .clock import ENV as CLOCK_ENV, Clock
 from .errors import LoadError
 from ..records import read_new_records, read_records
@@ -204,7 +205,7 @@ class LoadRun(ReplayRun):
         self.progress = progress
         self.procs: list[subprocess.Popen] = []
         self.main: subprocess.Popen | None = None
-        self.records_path = os.path.join(cfg.out_dir, "requests.jsonl")
+        self.records_path = os.path.join(cfg.out_dir, REQUESTS)
         self.t_start = 0.0
         self.interrupted = False
         self.notes: list[str] = []

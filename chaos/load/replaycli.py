@@ -16,7 +16,9 @@ import time
 from urllib.parse import urlparse
 
 from ..common import count_lines
-from ..run.procs import RUN_ID_ENV
+from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REQUESTS
+from ..rundir.journal import Event
+from ..rundir.procs import RUN_ID_ENV
 
 EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -115,11 +117,11 @@ def cmd_replay(a) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
         if journal is not None:
-            journal.write("load_stopped", interrupted=result.interrupted)
+            journal.write(Event.LOAD_STOPPED, interrupted=result.interrupted)
         from .replaysummary import build_summary, format_summary
 
         summary = build_summary(result, a.logfile, a.target, window, unreadable)
-        with open(os.path.join(out, "replay-summary.json"), "w") as f:
+        with open(os.path.join(out, REPLAY_SUMMARY), "w") as f:
             json.dump(summary, f, indent=2)
         print()
         print(format_summary(summary))
@@ -136,18 +138,18 @@ def cmd_replay(a) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        summary = os.path.join(out, "replay-summary.json")
+        summary = os.path.join(out, REPLAY_SUMMARY)
         if os.path.isdir(out) and not os.path.exists(summary):  # before the load began, or SIGTERM during it
             with open(summary, "w") as f:
                 json.dump({"log": a.logfile, "target": a.target, "interrupted": True,
-                           "records": count_lines(os.path.join(out, "requests.jsonl")),
+                           "records": count_lines(os.path.join(out, REQUESTS)),
                            "note": "interrupted before the replay could account for its requests"}, f, indent=2)
         return EXIT_INTERRUPTED
     finally:
         if target is not None:
             print(f"stopping the target {target.spec.name} ...", flush=True)
             target.down(grace=5)
-            journal.write("target_stopped")
+            journal.write(Event.TARGET_STOPPED)
         if journal is not None:
             journal.close()
             _restore(old_mark)
@@ -159,12 +161,12 @@ def _journal(out: str):
     as `chaos run` does: Locust's and the target's, found by `chaos recover` even outside their groups."""
     import psutil
 
-    from ..run.journal import Journal
-    from ..run.procs import run_id_for
+    from ..rundir.journal import Journal
+    from ..rundir.procs import run_id_for
 
-    journal = Journal(os.path.join(out, "journal.jsonl"))
+    journal = Journal(os.path.join(out, JOURNAL))
     me = psutil.Process()
-    journal.write("run_started", command="replay", pid=me.pid, create_time=me.create_time(),
+    journal.write(Event.RUN_STARTED, command="replay", pid=me.pid, create_time=me.create_time(),
                   run_dir=os.path.abspath(out), run_id=run_id_for(out))
     os.environ[RUN_ID_ENV] = run_id_for(out)
     return journal
@@ -236,7 +238,7 @@ def _target(a, out, journal=None):
         spec, _ = load_target(a.target, parse_vars(a.var))  # a bad item: ValueError, shown as cmd_replay shows it
     except ExperimentError as e:
         raise _Stop(f"{a.target}: {e}") from None
-    from ..run.journal import journal_spawn
+    from ..rundir.journal import journal_spawn
 
     target = make_target(spec, out)
     target.on_spawn = lambda inst: journal_spawn(journal, inst)
@@ -250,7 +252,7 @@ def _target(a, out, journal=None):
         target.down(grace=1)
         raise
     finally:  # what exists, even if up failed half way
-        journal.write("target_started", instances=[i.journal() for i in target.all_instances()])
+        journal.write(Event.TARGET_STARTED, instances=[i.journal() for i in target.all_instances()])
     return target, target.urls, a.model or target.model, target.api_key_env, spec
 
 

@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+from ..rundir.files import JUNIT, REPORT_HTML, REPORT_JSON, REPORT_MD
+
 EPILOG = """\
 examples:
   chaos report reports/kill-instance-20261204T120000Z
@@ -83,7 +85,7 @@ def cmd_report(a) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{report['experiment']['name']}: {report['verdict'].upper()} ({report.get('requests', 0)} requests)")
-    for name in ("report.md", "report.html", "junit.xml", "report.json"):
+    for name in (REPORT_MD, REPORT_HTML, JUNIT, REPORT_JSON):
         path = os.path.join(a.run_dir, name)
         if os.path.exists(path):
             print(f"  {path}")

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..host import DEFAULT_BOUND, HostSummary, differs, host_report, load_summary, phase_summary
 from ..records import read_records
+from ..rundir.files import REPORT_JSON, REQUESTS
 from ..verify import compare as C
 from ..verify.phases import ended_in
 from ..verify.samples import BLOCK_S, METRICS, errors, is_open_loop, latency, windowed
@@ -37,11 +38,11 @@ class CompareError(Exception):
 
 
 def _load(run_dir: str) -> tuple[dict, list]:
-    req = os.path.join(run_dir, "requests.jsonl")
+    req = os.path.join(run_dir, REQUESTS)
     if not os.path.exists(req):
         raise CompareError(f"{run_dir}: no requests.jsonl: give two run directories of `chaos run` or `chaos load`")
     report = {}
-    path = os.path.join(run_dir, "report.json")
+    path = os.path.join(run_dir, REPORT_JSON)
     if os.path.exists(path):
         try:
             with open(path) as f:

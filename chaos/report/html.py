@@ -17,14 +17,16 @@ import numpy as np
 
 from ..host import HostSummary
 from ..records.columns import Columns
-from ..run.scrape import KEYS
+from ..rundir.metrics import KEYS
 from . import plots
 from . import series as S
+from ..rundir.files import METRICS_FILE, REPORT_HTML, REQUESTS
 from .comparehtml import comparison_html  # noqa: F401 - the comparison page shares this page's shell
 from .timeline import event_detail
 from .page import Page, badge, cell, esc
 from .servermetrics import summarize_metrics
 from .tables import advice_section, diagnosis_section, fmt_s, phases_section, recovery_section, stability_section
+from ..rundir.journal import Event
 
 KEY_ORDER = list(KEYS)
 MAX_METRIC_PANELS = 24
@@ -102,7 +104,7 @@ def _events(r: dict, t0: float, lo: float, hi: float) -> list[plots.Event]:
 
 
 def _load_end(r: dict) -> float | None:
-    return next((e["t"] for e in r.get("timeline") or [] if e.get("event") == "load_stopped" and e.get("t")), None)
+    return next((e["t"] for e in r.get("timeline") or [] if e.get("event") == Event.LOAD_STOPPED and e.get("t")), None)
 
 
 def time_sections(page: Page, r: dict, records: list) -> None:
@@ -301,13 +303,13 @@ def write_html(run_dir: str, report: dict, records_path: str | None = None, metr
                mask=None) -> str:
     """RUN_DIR/report.html from the report and the run's files (requests.jsonl, metrics.jsonl by default);
     returns its path. mask scrubs the page's text (the report given is already masked; records are not)."""
-    records_path = records_path or os.path.join(run_dir, "requests.jsonl")
-    metrics_path = metrics_path or os.path.join(run_dir, "metrics.jsonl")
+    records_path = records_path or os.path.join(run_dir, REQUESTS)
+    metrics_path = metrics_path or os.path.join(run_dir, METRICS_FILE)
     records = Columns.read(records_path) if os.path.exists(records_path) else []  # streaming: the plots' fields
     sm = report.get("server_metrics")
     if not (sm or {}).get("series") and os.path.exists(metrics_path):  # a report without the section
         sm = summarize_metrics(metrics_path) or sm
-    path = os.path.join(run_dir, "report.html")
+    path = os.path.join(run_dir, REPORT_HTML)
     text = render_html(report, records, sm, mask)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)

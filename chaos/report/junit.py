@@ -16,6 +16,8 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
+from ..rundir.files import JUNIT
+
 # Characters XML 1.0 cannot hold at all (escaping does not help): control bytes from a server's error text
 _INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _OK_VERDICTS = ("passed", "failed", "inconclusive")  # a run that ended badly otherwise gets a failed "run" case
@@ -84,7 +86,7 @@ def junit_xml(report: dict) -> str:
 
 def write_junit(run_dir: str, report: dict, mask=None) -> str:
     """RUN_DIR/junit.xml; returns its path. mask scrubs the document's text (the report is already masked)."""
-    path = os.path.join(run_dir, "junit.xml")
+    path = os.path.join(run_dir, JUNIT)
     text = junit_xml(report)
     if mask is not None:
         text = mask(text)

@@ -14,7 +14,8 @@ import os
 from ..host import host_report
 from ..records.columns import Columns
 from ..records.summary import summarize_steps
-from ..run.journal import read_journal
+from ..rundir.files import JOURNAL, METRICS_FILE, REPORT_JSON, REQUESTS, RESOLVED
+from ..rundir.journal import Event, read_journal
 from ..verify.evidence import REPORT_VERSION, Settings, analyse
 from .servermetrics import summarize_metrics
 from .writer import write_reports
@@ -26,13 +27,13 @@ class ReportError(Exception):
 
 def _minimal(run_dir: str, journal: list[dict]) -> dict:
     """What a run that never wrote report.json can still say, from its journal."""
-    start = next((e for e in journal if e.get("event") == "run_started"), {})
-    load = next((e for e in journal if e.get("event") == "load_started"), {})
-    end = next((e for e in journal if e.get("event") == "run_finished"), None)
+    start = next((e for e in journal if e.get("event") == Event.RUN_STARTED), {})
+    load = next((e for e in journal if e.get("event") == Event.LOAD_STARTED), {})
+    end = next((e for e in journal if e.get("event") == Event.RUN_FINISHED), None)
     faults = [{"name": e["fault"], "type": e.get("type", ""), "description": "", "applied": True,
-               "reverted": any(x.get("event") == "fault_reverted" and x.get("fault") == e["fault"] for x in journal),
+               "reverted": any(x.get("event") == Event.FAULT_REVERTED and x.get("fault") == e["fault"] for x in journal),
                "applied_at": e["t"], "reverted_at": None, "apply_error": None, "revert_error": None}
-              for e in journal if e.get("event") == "fault_applying" and e.get("fault")]
+              for e in journal if e.get("event") == Event.FAULT_APPLYING and e.get("fault")]
     return {"experiment": {"name": start.get("experiment") or os.path.basename(os.path.abspath(run_dir))},
             "verdict": (end or {}).get("verdict") or "incomplete", "exit_code": (end or {}).get("exit_code"),
             "reason": None if end else "the run ended before it wrote report.json (killed?): no checks were judged",
@@ -44,7 +45,7 @@ def _minimal(run_dir: str, journal: list[dict]) -> dict:
 def _settings(run_dir: str, report: dict) -> Settings:
     if report.get("analysis"):
         return Settings.from_dict(report["analysis"])
-    path = os.path.join(run_dir, "experiment.resolved.json")
+    path = os.path.join(run_dir, RESOLVED)
     try:  # a report from before version 2: the experiment's own settings, as the runner would have taken them
         from ..experiment.model import load_experiment
         from ..verify.evidence import settings_for
@@ -58,16 +59,16 @@ def _settings(run_dir: str, report: dict) -> Settings:
 
 def rerender(run_dir: str) -> dict:
     """Recompute the evidence and write report.json, report.md, report.html and junit.xml again."""
-    req = os.path.join(run_dir, "requests.jsonl")
+    req = os.path.join(run_dir, REQUESTS)
     if not os.path.isdir(run_dir):
         raise ReportError(f"{run_dir}: no such directory; give a run directory (reports/NAME-UTC)")
     if not os.path.exists(req):
         raise ReportError(f"{run_dir}: no requests.jsonl here: is this a run directory of `chaos run` or "
                           f"`chaos load`?")
     records = Columns.read(req)  # streaming: the fields the report reads, never every record as an object
-    jpath = os.path.join(run_dir, "journal.jsonl")
+    jpath = os.path.join(run_dir, JOURNAL)
     journal = read_journal(jpath) if os.path.exists(jpath) else []
-    rpath = os.path.join(run_dir, "report.json")
+    rpath = os.path.join(run_dir, REPORT_JSON)
     report = None
     if os.path.exists(rpath):
         try:
@@ -81,7 +82,7 @@ def rerender(run_dir: str) -> dict:
     order = [st["step"] for st in report.get("steps") or []]
     durations = {st["step"]: st.get("duration_s") for st in report.get("steps") or [] if st.get("duration_s")}
     steps = summarize_steps(records, order, s.open_loop, durations)
-    mpath = os.path.join(run_dir, "metrics.jsonl")
+    mpath = os.path.join(run_dir, METRICS_FILE)
     if os.path.exists(mpath):
         report["server_metrics"] = summarize_metrics(mpath)
     report.update({"report_version": REPORT_VERSION, "steps": [x.to_dict() for x in steps],

@@ -16,7 +16,8 @@ import math
 import os
 import statistics
 
-from ..run.scrape import METRICS_FILE, named
+from ..rundir.files import METRICS_FILE
+from ..rundir.metrics import named
 
 MAX_POINTS = 2000
 

@@ -8,6 +8,7 @@ import time
 
 from ..host import HostSummary
 from ..records.summary import format_table
+from ..rundir.files import REPORT_JSON, REPORT_MD
 from .inputs import inputs_markdown
 from .sections import diagnosis_markdown, phases_markdown, recovery_markdown, stability_markdown
 from .servermetrics import markdown_section as server_metrics_markdown
@@ -26,10 +27,10 @@ def write_reports(run_dir: str, report: dict, steps: list, mask=None) -> tuple[s
     growth = next((c["growth"] for c in report.get("checks", []) if c.get("growth")), None)
     if growth is not None:  # verify: latency_growth's per-size table and fit, also at the top for tools
         report["latency_growth"] = growth
-    json_path = os.path.join(run_dir, "report.json")
+    json_path = os.path.join(run_dir, REPORT_JSON)
     with open(json_path, "w") as f:
         json.dump(report, f, indent=2)
-    md_path = os.path.join(run_dir, "report.md")
+    md_path = os.path.join(run_dir, REPORT_MD)
     with open(md_path, "w") as f:
         f.write(mask(markdown(report, steps)))
     from .junit import write_junit

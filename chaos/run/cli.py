@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from ..rundir.files import JOURNAL, REPORT_HTML
+
 RUN_EPILOG = """exit codes: 0 passed, 1 verification failed, 2 invalid input or setup failure,
             3 aborted by a stop condition (abort_when), 4 inconclusive (nothing failed, but a check
             could not be judged, e.g. an instance came back too late to be routed requests; the
@@ -104,7 +106,7 @@ def cmd_run(a) -> int:
     runner = Runner(exp, a.out, View("json" if a.json else "auto"))
     try:
         os.makedirs(runner.run_dir, exist_ok=True)
-        if os.path.exists(os.path.join(runner.run_dir, "journal.jsonl")):
+        if os.path.exists(os.path.join(runner.run_dir, JOURNAL)):
             print(f"error: {runner.run_dir} already holds a run; choose another --out", file=sys.stderr)
             return 2
     except OSError as e:
@@ -120,7 +122,7 @@ def cmd_run(a) -> int:
             print(f"  {mark}  {c['name']}: {c['measured']} (required {c['threshold']}){why}")
         print(f"\n{exp.name}: {rep['verdict'].upper()}" + (f" — {rep['reason']}" if rep.get("reason") else ""))
         print(f"report: {os.path.join(runner.run_dir, 'report.md')}"
-              + (" (and report.html, junit.xml)" if os.path.exists(os.path.join(runner.run_dir, "report.html"))
+              + (" (and report.html, junit.xml)" if os.path.exists(os.path.join(runner.run_dir, REPORT_HTML))
                  else ""))
     elif rep:
         print(json.dumps({"event": "result", "verdict": rep["verdict"], "exit_code": code,

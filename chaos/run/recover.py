@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..common import count_lines, same_process
 from ..faults import FAULT_TYPES
+from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REPORT_JSON, REQUESTS, RESOLVED
 from ..targets.links import delete_journaled_proxies
-from .journal import Journal, read_journal
-from .procs import marked, run_id_for, stop_our_group, stop_processes
+from ..rundir.journal import Event, Journal, journaled_instances, journaled_processes, read_journal
+from ..rundir.procs import marked, run_id_for, stop_our_group, stop_processes
 
 
 class RecoverError(RuntimeError):
@@ -24,28 +25,28 @@ class RecoverError(RuntimeError):
 
 
 def recover(run_dir: str, log=print) -> list[str]:
-    path = os.path.join(run_dir, "journal.jsonl")
+    path = os.path.join(run_dir, JOURNAL)
     if not os.path.exists(path):
         raise RecoverError(f"{run_dir} has no journal.jsonl: is it a run directory (reports/NAME-TIME)?")
     events = read_journal(path)
-    started = next((e for e in events if e["event"] == "run_started"), None)
+    started = next((e for e in events if e["event"] == Event.RUN_STARTED), None)
     if started and same_process(started.get("pid"), started.get("create_time")):
         raise RecoverError(f"the run is still going (pid {started['pid']}); stop it with Ctrl-C (it rolls back "
                            f"by itself) or kill it, then run recover")
     run_id = (started or {}).get("run_id") or run_id_for(run_dir)
     done: list[str] = []
     # 1. Faults journaled as applying but never reverted: undo them from their journaled plan.
-    reverted = {e["fault"] for e in events if e["event"] == "fault_reverted"}
+    reverted = {e["fault"] for e in events if e["event"] == Event.FAULT_REVERTED}
     for e in events:
-        if e["event"] == "fault_applying" and e["fault"] not in reverted:
+        if e["event"] == Event.FAULT_APPLYING and e["fault"] not in reverted:
             cls = FAULT_TYPES.get(e["type"])
             what = cls.undo_from_journal(e.get("plan") or {}) if cls else "unknown fault type"
             done.append(f"fault {e['fault']}: {what}")
     # 2. Proxies the run made on the user's own Toxiproxy server (which recover must not stop): deleted, with their
     #    toxics. The bundled one and the LLM proxies are processes of the run, stopped below.
-    if not any(e["event"] == "links_removed" for e in events):
+    if not any(e["event"] == Event.LINKS_REMOVED for e in events):
         for e in events:
-            if e["event"] in ("links_creating", "links_created"):  # links_created: older journals, written after
+            if e["event"] in (Event.LINKS_CREATING, Event.LINKS_CREATED):  # links_created: older journals, written after
                 done += delete_journaled_proxies(e)
     # 3. Every process the journal names, by process group, if its start time still matches; all groups at once,
     #    so N of them that drain slowly cost one grace period, not N.
@@ -71,20 +72,20 @@ def recover(run_dir: str, log=print) -> list[str]:
             if remove_container(c, engine):
                 done.append(f"removed container {c[:12]}")
     j = Journal(path)
-    j.write("recovered", actions=done)
+    j.write(Event.RECOVERED, actions=done)
     j.close()
     if (started or {}).get("command") == "replay":
-        if not os.path.exists(os.path.join(run_dir, "replay-summary.json")):
+        if not os.path.exists(os.path.join(run_dir, REPLAY_SUMMARY)):
             _write_killed_replay(run_dir, done)
-    elif not os.path.exists(os.path.join(run_dir, "report.json")):
+    elif not os.path.exists(os.path.join(run_dir, REPORT_JSON)):
         write_killed_report(run_dir, read_journal(path), done)
     return done
 
 
 def _write_killed_replay(run_dir: str, actions: list[str]) -> None:
     """`chaos replay` killed: its summary says so, with what records it left (each names its source line)."""
-    with open(os.path.join(run_dir, "replay-summary.json"), "w") as f:
-        records = count_lines(os.path.join(run_dir, "requests.jsonl"))
+    with open(os.path.join(run_dir, REPLAY_SUMMARY), "w") as f:
+        records = count_lines(os.path.join(run_dir, REQUESTS))
         json.dump({"interrupted": True, "killed": True, "records": records,
                    "note": "killed before it could finish; `chaos recover` stopped what it started",
                    "recover": actions}, f, indent=2)
@@ -97,7 +98,7 @@ def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) ->
     from ..verify.evidence import REPORT_VERSION
 
     try:
-        with open(os.path.join(run_dir, "experiment.resolved.json")) as f:
+        with open(os.path.join(run_dir, RESOLVED)) as f:
             exp = json.load(f)
     except (OSError, ValueError):
         exp = {}
@@ -112,8 +113,8 @@ def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) ->
                "applied_at": first.get(("fault_applied", e["fault"]), {}).get("t"),
                "reverted_at": first.get(("fault_reverted", e["fault"]), {}).get("t"),
                "apply_error": first.get(("fault_applied", e["fault"]), {}).get("error"), "revert_error": None}
-              for e in events if e["event"] == "fault_applying"]
-    requests = count_lines(os.path.join(run_dir, "requests.jsonl"))
+              for e in events if e["event"] == Event.FAULT_APPLYING]
+    requests = count_lines(os.path.join(run_dir, REQUESTS))
     t0 = events[0]["t"] if events else None
     load = first.get(("load_started", None), {})
     report = {
@@ -129,31 +130,6 @@ def write_killed_report(run_dir: str, events: list[dict], actions: list[str]) ->
         "inputs": [], "requests": requests, "load": None, "timeline": events,
     }
     write_reports(run_dir, report, [])
-
-
-def journaled_processes(events: list[dict]) -> dict[tuple, dict]:
-    """(pid, start time) -> what it was, for every process the run journaled (restarts journal new pids)."""
-    procs: dict[tuple, dict] = {}
-    for inst in journaled_instances(events):
-        if inst.get("pid"):
-            # Merged: a later target_started or fault_reverted names the same process without the pgid that
-            # its process_started journaled.
-            known = procs.setdefault((inst["pid"], inst.get("create_time")), {"what": f"instance {inst['id']}"})
-            known.update({k: v for k, v in inst.items() if v is not None})
-    for e in events:
-        if e["event"] == "load_started":
-            for p in e.get("processes") or []:
-                procs[(p["pid"], p.get("create_time"))] = {"what": "load generator", **p}
-    return procs
-
-
-def journaled_instances(events: list[dict]):
-    """Every instance the journal names (as spawned, started, or restarted by a fault's revert)."""
-    for e in events:
-        if e["event"] == "process_started" and isinstance(e.get("instance"), dict):
-            yield e["instance"]
-        elif e["event"] in ("target_starting", "target_started", "fault_reverted"):
-            yield from (i for i in e.get("instances") or [] if isinstance(i, dict))
 
 
 def _alive(pid: int) -> bool:

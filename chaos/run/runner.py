@@ -26,12 +26,13 @@ from ..faults import FaultContext, FaultError, make_fault
 from ..host import HOST_FILE, HostSampler
 from ..load.clock import Clock
 from ..load.driver import LoadError, LoadRun, take_target
+from ..rundir.files import JOURNAL, RESOLVED
 from ..targets import TargetError, make_target
 from ..targets.links import Links, wanted_links
 from ..verify import checks as V
 from ..verify.stats import scipy_stats
-from .journal import Journal, journal_spawn
-from .procs import RUN_ID_ENV, become_subreaper, create_time, marked, run_id_for
+from ..rundir.journal import Event, Journal, journal_spawn
+from ..rundir.procs import RUN_ID_ENV, become_subreaper, create_time, marked, run_id_for
 from .scrape import start_for_run
 from .stops import preflight_stops, start_stops
 from .timing import restart_warnings
@@ -140,11 +141,11 @@ class Runner:
         # First: a signal from here on stops the run cleanly (before, the process dies having started nothing).
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         os.makedirs(self.run_dir, exist_ok=True)
-        with open(os.path.join(self.run_dir, "experiment.resolved.json"), "w") as f:
+        with open(os.path.join(self.run_dir, RESOLVED), "w") as f:
             json.dump(self.public(self.exp.resolved), f, indent=2, default=str)
-        self.journal = Journal(os.path.join(self.run_dir, "journal.jsonl"), scrub=self.public, clock=self.now)
+        self.journal = Journal(os.path.join(self.run_dir, JOURNAL), scrub=self.public, clock=self.now)
         me = psutil.Process()
-        self.journal.write("run_started", experiment=self.exp.name, pid=me.pid, create_time=me.create_time(),
+        self.journal.write(Event.RUN_STARTED, experiment=self.exp.name, pid=me.pid, create_time=me.create_time(),
                            run_dir=os.path.abspath(self.run_dir), run_id=self.run_id)
         # Every process the run starts inherits the mark, so recover finds even one that left its group.
         old_mark = os.environ.get(RUN_ID_ENV)
@@ -200,7 +201,7 @@ class Runner:
         kind = self.exp.target.kind
         extra = (lambda: [p.pid for p in marked(self.run_id)]) if kind == "docker" else None
         self.host = HostSampler(os.path.join(self.run_dir, HOST_FILE), clock=self.now, extra_pids=extra).start()
-        self.journal.write("host_sampling", interval=self.host.interval, file=HOST_FILE, ncpu=self.host.ncpu)
+        self.journal.write(Event.HOST_SAMPLING, interval=self.host.interval, file=HOST_FILE, ncpu=self.host.ncpu)
 
     def _journal_spawn(self, inst) -> None:
         journal_spawn(self.journal, inst, restart=self.load is not None)
@@ -213,7 +214,7 @@ class Runner:
             self.mask = self.mask.with_secret(token)
         self.target.on_spawn = self._journal_spawn
         self.target.clock = self.now  # up_since on the records' clock
-        self.journal.write("target_starting", kind=self.target.kind, instances=[i.journal() for i in
+        self.journal.write(Event.TARGET_STARTING, kind=self.target.kind, instances=[i.journal() for i in
                                                                                  self.target.all_instances()])
         names = ", ".join(i.id for i in self.target.all_instances())
         self.view.event("target", f"starting {self.exp.target.kind} target: {names}")
@@ -222,7 +223,7 @@ class Runner:
             self.target.up(self.should_stop)
         finally:
             # Journal what exists even if up failed half way, so recover can stop it.
-            self.journal.write("target_started", instances=[i.journal() for i in self.target.all_instances()])
+            self.journal.write(Event.TARGET_STARTED, instances=[i.journal() for i in self.target.all_instances()])
         if self.should_stop():
             raise Interrupted()
         self.view.event("target", "healthy: " + ", ".join(f"{i.id} {i.url}" for i in self.target.all_instances()))
@@ -236,11 +237,11 @@ class Runner:
         tag = hashlib.sha256(f"{self.run_id}:{self.started}".encode()).hexdigest()[:8]
         links = Links(self.target, wanted, self.run_dir, run_tag=tag)
         links.on_spawn = self._journal_spawn
-        links.on_created = lambda info: self.journal.write("links_creating", **info)  # before any fault, fsynced
+        links.on_created = lambda info: self.journal.write(Event.LINKS_CREATING, **info)  # before any fault, fsynced
         self.target.links = links
-        self.journal.write("links", links=links.describe())
+        self.journal.write(Event.LINKS, links=links.describe())
         links.up(self.should_stop)
-        self.journal.write("links_up", links=links.describe())
+        self.journal.write(Event.LINKS_UP, links=links.describe())
         for line in links.summary():
             self.view.event("link", line)
 
@@ -259,7 +260,7 @@ class Runner:
                 self.view.event("verifier", "loading scipy.stats before the load starts (the machine is busy)")
             self.warm_imports.join(0.2)
         if said:
-            self.journal.write("warm_imports", waited_s=round(time.monotonic() - began, 3))
+            self.journal.write(Event.WARM_IMPORTS, waited_s=round(time.monotonic() - began, 3))
 
     def _start_load(self) -> None:
         self._await_warm_imports()
@@ -273,7 +274,7 @@ class Runner:
         self.load.start()
         self.load_t0, self.load_m0 = self.load.t_start, self.load.mono_start
         procs = [{"pid": p.pid, "create_time": create_time(p.pid)} for p in self.load.procs]
-        self.journal.write("load_started", processes=procs, plan=cfg.plan.to_dict()["kind"],
+        self.journal.write(Event.LOAD_STARTED, processes=procs, plan=cfg.plan.to_dict()["kind"],
                            duration=cfg.plan.duration)
         where = ", ".join(self.target.urls)
         self.view.event("load", f"{cfg.plan.kind} load for {cfg.plan.duration:.0f}s against {where}, "
@@ -294,11 +295,11 @@ class Runner:
                 if self.gate is None:
                     self.gate = self._steady_gate()
                     if not self.gate[0]:
-                        self.journal.write("steady_state_failed", detail=self.gate[1])
+                        self.journal.write(Event.STEADY_STATE_FAILED, detail=self.gate[1])
                         self.reason = f"steady state not met before faults ({self.gate[1]}); no faults injected"
                         self.view.event("steady-state", self.reason)
                         return EXIT_FAILED
-                    self.journal.write("steady_state_ok", detail=self.gate[1])
+                    self.journal.write(Event.STEADY_STATE_OK, detail=self.gate[1])
                 self._apply(f)
             for f in self.faults:
                 if f.applied and not (f.reverted or f.reverting) and f.revert_at is not None \
@@ -307,7 +308,7 @@ class Runner:
             aborted = self._abort_check() or self._stop_condition()
             if aborted:
                 self.reason = aborted
-                self.journal.write("abort", reason=aborted)
+                self.journal.write(Event.ABORT, reason=aborted)
                 self.view.event("abort", aborted)
                 return EXIT_ABORTED
             self.view.status(self._status(elapsed, plan))
@@ -352,12 +353,12 @@ class Runner:
 
     def _apply(self, f) -> None:
         plan = f.plan(self.ctx)
-        self.journal.write("fault_applying", fault=f.spec.name, type=f.type, plan=plan)  # before, always
+        self.journal.write(Event.FAULT_APPLYING, fault=f.spec.name, type=f.type, plan=plan)  # before, always
         f.applied_at = self.now()
         try:
             f.apply(self.ctx)
         finally:
-            self.journal.write("fault_applied", fault=f.spec.name, description=f.describe(), error=f.apply_error)
+            self.journal.write(Event.FAULT_APPLIED, fault=f.spec.name, description=f.describe(), error=f.apply_error)
             if f.apply_error:
                 self.notes.append(f"{f.spec.name}: {f.apply_error}")
         self.view.event("fault", f"applied {f.spec.name}: {f.describe()}")
@@ -365,7 +366,7 @@ class Runner:
     def _revert(self, f, teardown: bool = False) -> None:
         if f.slow_revert and not teardown:
             f.reverting = True  # taken: neither the loop nor the rollback starts it a second time
-            self.journal.write("fault_reverting", fault=f.spec.name)
+            self.journal.write(Event.FAULT_REVERTING, fault=f.spec.name)
             t = threading.Thread(target=self._slow_revert, args=(f,), name=f"revert-{f.spec.name}", daemon=True)
             self.restarts.append(t)
             t.start()
@@ -377,7 +378,7 @@ class Runner:
                 f.revert(self.ctx)
         finally:
             f.reverted_at = self.now()
-            self.journal.write("fault_reverted", fault=f.spec.name, teardown=teardown,
+            self.journal.write(Event.FAULT_REVERTED, fault=f.spec.name, teardown=teardown,
                                instances=[i.journal() for i in self.target.all_instances()])
         self.view.event("fault", f"reverted {f.spec.name}" + (" (teardown)" if teardown else ""))
 
@@ -399,7 +400,7 @@ class Runner:
                 self.view.event("error", f"restart of {f.spec.name} failed: {e}")
         finally:
             f.reverted_at = self.now()
-            self.journal.write("fault_reverted", fault=f.spec.name, teardown=False, error=getattr(f, "revert_error",
+            self.journal.write(Event.FAULT_REVERTED, fault=f.spec.name, teardown=False, error=getattr(f, "revert_error",
                                                                                                    None),
                                instances=[i.journal() for i in self.target.all_instances()])
         self.view.event("fault", f"reverted {f.spec.name} (took {time.monotonic() - began:.1f}s)")
@@ -453,13 +454,13 @@ class Runner:
             else:
                 self.load.reap(1.0)
             self._take(self.load.new_records())
-            self.journal.write("load_stopped", records=self.num_records)
+            self.journal.write(Event.LOAD_STOPPED, records=self.num_records)
         if self.target is not None:
             try:
                 if self.target.starts_processes and not self.should_stop():
                     health = {i.id: self.target.healthy(i) for i in self.target.all_instances()}
                     self.final_health = health
-                    self.journal.write("final_health", health=health)
+                    self.journal.write(Event.FINAL_HEALTH, health=health)
                     if self.scraper is None:  # scraping off: the one /metrics of the end, as before
                         self.notes += save_metrics(self.target, self.run_dir)
             finally:  # before the target stops, whatever failed above; its last scrape is kept as metrics-ID.txt
@@ -476,15 +477,15 @@ class Runner:
                 if late:
                     self.target.down(grace=0.5)
             finally:
-                self.journal.write("target_stopped")
+                self.journal.write(Event.TARGET_STOPPED)
                 if self.target.links is not None:
                     problems = self.target.links.down(grace=0.5 if fast() else 2.0)
                     self.notes += [f"{p}; run chaos recover {self.run_dir}" for p in problems]
                     # Only when every one went: a proxy left on the user's server is recover's to delete.
-                    self.journal.write("links_removed" if not problems else "links_left", problems=problems)
+                    self.journal.write(Event.LINKS_REMOVED if not problems else Event.LINKS_LEFT, problems=problems)
             for t in late:
                 if t.is_alive():
                     self.notes.append(f"{t.name} did not end with the run; run chaos recover {self.run_dir}")
         pids = reap_orphans(self.run_id)  # after the restarts' last join: nothing of the run spawns after this
         if pids:
-            self.journal.write("orphans_stopped", pids=pids)
+            self.journal.write(Event.ORPHANS_STOPPED, pids=pids)

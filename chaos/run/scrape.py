@@ -75,44 +75,16 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-METRICS_FILE = "metrics.jsonl"
+from ..rundir.files import METRICS_FILE, PROMETHEUS_TARGETS
+from ..rundir.journal import Event
+from ..rundir.metrics import KEYS, PER_LABEL
+
 MIN_INTERVAL = 0.1  # faster would load the servers and the runner for no better evidence
 GIVE_UP = 3  # consecutive failures, never a success: this instance has no /metrics
 EXTRA_CAP = 32
 MAX_BODY = 8 << 20  # a /metrics larger than this is cut and counted as a failure
 FINAL_TIMEOUT = 2.0  # the last scrape (kept whole as metrics-ID.txt) may take as long as save_metrics did
 
-# key -> (sample names, aggregate over label sets)
-KEYS: dict[str, tuple[tuple[str, ...], str]] = {
-    "running": (("vllm:num_requests_running", "llamacpp:requests_processing"), "sum"),
-    "waiting": (("vllm:num_requests_waiting", "llamacpp:requests_deferred"), "sum"),
-    "kv_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "max"),
-    "preemptions_total": (("vllm:num_preemptions_total",), "sum"),
-    "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"), "sum"),
-    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-                                   "sum"),
-    "prompt_tokens_total": (("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"), "sum"),
-    "generation_tokens_total": (("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"), "sum"),
-    "requests_ok_total": (("vllm:request_success_total",), "sum"),
-    "http_errors_total": (("chaos:http_errors_total",), "sum"),
-    "gw_in_flight": (("gateway:in_flight", "litellm_in_flight_requests"), "sum"),
-    "gw_queue_depth": (("gateway:queue_depth",), "sum"),
-    "gw_cache_entries": (("gateway:cache_entries",), "sum"),
-    "gw_served_total": (("gateway:served_total", "litellm_proxy_total_requests_metric_total"), "sum"),
-    "gw_retries_total": (("gateway:retries_total",), "sum"),
-    "gw_retries_denied_total": (("gateway:retries_denied_total",), "sum"),
-    "gw_fallbacks_total": (("gateway:fallbacks_total",), "sum"),
-    "gw_rejected_total": (("gateway:rejected_total",), "sum"),
-    "gw_passed_up_total": (("gateway:passed_up_total",), "sum"),
-    "gw_midstream_failures_total": (("gateway:midstream_failures_total",), "sum"),
-    "gw_upstreams_up": (("gateway:upstream_up",), "sum"),
-    "gw_upstream_failures_total": (("litellm_deployment_failure_responses_total",), "sum"),
-    "gw_cooldowns_total": (("litellm_deployment_cooled_down_total",), "sum"),
-}
-# prefix -> (sample name, the label whose value completes the key)
-PER_LABEL = {"up.": ("gateway:upstream_up", "replica"), "breaker.": ("gateway:breaker_state", "replica"),
-             "outstanding.": ("gateway:upstream_outstanding", "replica"),
-             "state.": ("litellm_deployment_state", "model_id")}
 PER_LABEL_CAP = 64  # per-replica keys: bounded by the pool, and by this should a vendor reuse the names
 _BY_NAME = {n: key for key, (names, _) in KEYS.items() for n in names}
 _PER_LABEL_NAMES = {name for name, _ in PER_LABEL.values()}
@@ -331,12 +303,6 @@ class Scraper:
         return {iid: st.why for iid, st in self.states.items() if not st.available}
 
 
-def named(key: str) -> bool:
-    """A key of the table above (not one of the extra name{labels} samples)."""
-    return key in KEYS or key == "gw_ejected" or key.startswith(tuple(PER_LABEL))
-
-
-PROMETHEUS_TARGETS = "prometheus-targets.json"
 
 
 def write_prometheus_targets(instances, run_dir: str, run_name: str) -> str:
@@ -370,7 +336,7 @@ def start_for_run(run, load_duration: float, allowance: float) -> Scraper | None
         return None
     scraper = Scraper(run.target.all_instances, run.run_dir, clock=run.now, interval=interval,
                       max_duration=load_duration + allowance + 300.0, scrub=run.public)
-    run.journal.write("metrics_scraping", interval=scraper.interval, file=METRICS_FILE,
+    run.journal.write(Event.METRICS_SCRAPING, interval=scraper.interval, file=METRICS_FILE,
                       instances=[{"id": i.id, "url": i.url, "metrics": i.metrics_url}
                                  for i in run.target.all_instances()])
     scraper.start()

@@ -29,6 +29,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from ..common import parse_duration
+from ..rundir.journal import Event
 
 QUERY_EVERY_S = 2.0
 QUERY_TIMEOUT_S = 2.0
@@ -198,7 +199,7 @@ def start_stops(run, scraper) -> Stops | None:
         raise TargetError("abort_when: metrics needs the scraper: remove metrics: {interval: off}")
     if scraper is not None:
         scraper.on_values = stops.feed_scrape
-    run.journal.write("stop_conditions", conditions=[m.describe() for m in stops.metrics]
+    run.journal.write(Event.STOP_CONDITIONS, conditions=[m.describe() for m in stops.metrics]
                       + ([stops.prometheus.describe()] if stops.prometheus else []), window_s=stops.span)
     stops.start()
     return stops

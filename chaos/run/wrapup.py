@@ -15,13 +15,14 @@ from ..records import read_records
 from ..records.summary import summarize, summarize_steps
 from ..report.servermetrics import summarize_metrics
 from ..report.writer import write_reports
+from ..rundir.files import JOURNAL, METRICS_FILE, REQUESTS
 from ..verify import checks as V
 from ..verify.evidence import REPORT_VERSION, analyse, settings_for
 from ..verify.stability import fault_phases, stability_report
 from ..verify.verdict import RunFacts, run_checks
-from .journal import read_journal
-from .procs import kill_processes, marked
-from .scrape import METRICS_FILE
+from ..rundir.journal import Event, read_journal
+from ..rundir.procs import kill_processes, marked
+
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_ABORTED, EXIT_NOT_JUDGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 VERDICTS = {EXIT_PASSED: "passed", EXIT_FAILED: "failed", EXIT_ABORTED: "aborted", EXIT_NOT_JUDGED: "inconclusive",
@@ -32,7 +33,7 @@ COUNTERS = ("vllm:num_preemptions_total", "vllm:prefix_cache_hits_total", "gatew
 def finish(run, code: int | None) -> int:
     """Judge the run (when it got to the end, or failed its steady-state gate), write its reports and return
     the exit code. run is the Runner."""
-    records = read_records(os.path.join(run.run_dir, "requests.jsonl"))
+    records = read_records(os.path.join(run.run_dir, REQUESTS))
     _label(run, records)
     if run.load is not None:
         run.load.input_facts(records)  # the scrub report, filtered lines, failed source lines: into the notes
@@ -81,9 +82,9 @@ def finish(run, code: int | None) -> int:
         "load": {"model": run.load.model, "tokenizer": run.load.tokenizer,
                  "token_counts": "exact" if run.load.tokenizer == "byte" else "estimate"} if run.load else None,
     }
-    run.journal.write("run_finished", verdict=verdict, exit_code=code)
+    run.journal.write(Event.RUN_FINISHED, verdict=verdict, exit_code=code)
     try:  # read once, run_finished included
-        report["timeline"] = read_journal(os.path.join(run.run_dir, "journal.jsonl"))
+        report["timeline"] = read_journal(os.path.join(run.run_dir, JOURNAL))
     except FileNotFoundError:
         report["timeline"] = []
     _evidence(run, report, records, bool(plan and plan.open_loop))
@@ -140,7 +141,7 @@ def _label(run, records: list) -> None:
     links = getattr(run.target, "links", None)
     if links is None or not records or not label_records(records, links.llm_log_paths()):
         return
-    path = os.path.join(run.run_dir, "requests.jsonl")
+    path = os.path.join(run.run_dir, REQUESTS)
     with open(path + ".tmp", "w") as f:
         f.writelines(r.to_json() + "\n" for r in records)
     os.replace(path + ".tmp", path)

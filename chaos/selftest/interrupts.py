@@ -30,9 +30,9 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from ..common import same_process
-from ..run.journal import read_journal
-from ..run.procs import marked, run_id_for
-from ..run.recover import journaled_instances, journaled_processes
+from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REPORT_JSON, RESOLVED
+from ..rundir.journal import Event, journaled_instances, journaled_processes, read_journal
+from ..rundir.procs import marked, run_id_for
 from .families import FAMILIES, Family, docker_target, stack_target, write_log
 
 SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
@@ -89,14 +89,14 @@ def _proxies(url: str) -> set[str]:
 
 def _journals(d: str) -> list[str]:
     """Every run directory (a journal.jsonl) under d."""
-    return sorted(root for root, _, files in os.walk(d) if "journal.jsonl" in files)
+    return sorted(root for root, _, files in os.walk(d) if JOURNAL in files)
 
 
 def _last_event(d: str) -> str:
-    newest = max(_journals(d), key=lambda p: os.path.getmtime(os.path.join(p, "journal.jsonl")), default=None)
+    newest = max(_journals(d), key=lambda p: os.path.getmtime(os.path.join(p, JOURNAL)), default=None)
     if newest is None:
         return "before the journal"
-    events = read_journal(os.path.join(newest, "journal.jsonl"))
+    events = read_journal(os.path.join(newest, JOURNAL))
     return events[-1]["event"] if events else "before the journal"
 
 
@@ -204,15 +204,15 @@ class Interrupter:
     def _work_done(d: str) -> bool:
         """Had every run under d finished its load (the signal then only cut its teardown short)?"""
         runs = _journals(d)
-        return bool(runs) and all(any(e["event"] in ("load_stopped", "run_finished") for e in
-                                      read_journal(os.path.join(r, "journal.jsonl"))) for r in runs)
+        return bool(runs) and all(any(e["event"] in (Event.LOAD_STOPPED, Event.RUN_FINISHED) for e in
+                                      read_journal(os.path.join(r, JOURNAL))) for r in runs)
 
     def _after_kill(self, t: Trial) -> None:
         """What a user does after a SIGKILL: wait for any run that goes on by itself (a game day's experiment runs
         in a session of its own), then `chaos recover` each run directory."""
         for run_dir in _journals(t.dir):
-            events = read_journal(os.path.join(run_dir, "journal.jsonl"))
-            started = next((e for e in events if e["event"] == "run_started"), {})
+            events = read_journal(os.path.join(run_dir, JOURNAL))
+            started = next((e for e in events if e["event"] == Event.RUN_STARTED), {})
             if not _wait_until(lambda: not same_process(started.get("pid"), started.get("create_time")), HANG_S):
                 t.problems.append(f"{os.path.relpath(run_dir, t.dir)}: its run still goes {HANG_S:.0f} s after")
                 continue
@@ -225,14 +225,14 @@ class Interrupter:
     # -- what must hold -----------------------------------------------------------------------------------------
     def _check_run(self, run_dir: str, t: Trial) -> list[str]:
         problems = []
-        path = os.path.join(run_dir, "journal.jsonl")
+        path = os.path.join(run_dir, JOURNAL)
         with open(path, "rb") as f:
             lines = [line for line in f.read().split(b"\n") if line.strip()]
         cut = [i + 1 for i, line in enumerate(lines) if not _parses(line)]
         if cut and not (t.signal == "SIGKILL" and cut == [len(lines)]):  # a SIGKILL may cut the last line only
             problems.append(f"journal lines {cut} do not parse")
         events = read_journal(path)
-        if not events or events[0]["event"] != "run_started":
+        if not events or events[0]["event"] != Event.RUN_STARTED:
             problems.append("the journal does not start with run_started")
         procs = journaled_processes(events)
         stopped = [pid for (pid, ct) in procs if _stopped(pid, ct)]
@@ -247,9 +247,9 @@ class Interrupter:
 
         if not _wait_until(lambda: not alive(), self.settle_s):
             problems.append(f"left running: {', '.join(alive())}")
-        if not any(e["event"] == "recovered" for e in events):
-            applied = [e["fault"] for e in events if e["event"] == "fault_applying"]
-            reverted = {e["fault"] for e in events if e["event"] == "fault_reverted"}
+        if not any(e["event"] == Event.RECOVERED for e in events):
+            applied = [e["fault"] for e in events if e["event"] == Event.FAULT_APPLYING]
+            reverted = {e["fault"] for e in events if e["event"] == Event.FAULT_REVERTED}
             if [f for f in applied if f not in reverted]:
                 problems.append(f"faults never reverted: {[f for f in applied if f not in reverted]}")
         problems += _containers_left(events)
@@ -308,13 +308,13 @@ def _containers_left(events: list[dict]) -> list[str]:
 
 
 def _report_problems(run_dir: str, t: Trial) -> list[str]:
-    path = os.path.join(run_dir, "report.json")
-    if os.path.basename(run_dir) == "replay" or not os.path.exists(os.path.join(run_dir, "experiment.resolved.json")):
-        path = os.path.join(run_dir, "replay-summary.json")
+    path = os.path.join(run_dir, REPORT_JSON)
+    if os.path.basename(run_dir) == "replay" or not os.path.exists(os.path.join(run_dir, RESOLVED)):
+        path = os.path.join(run_dir, REPLAY_SUMMARY)
         if not os.path.exists(path):
             return ["no replay-summary.json"]
         doc = json.load(open(path))
-        done = any(e["event"] == "load_stopped" for e in read_journal(os.path.join(run_dir, "journal.jsonl")))
+        done = any(e["event"] == Event.LOAD_STOPPED for e in read_journal(os.path.join(run_dir, JOURNAL)))
         # interrupted, or written whole once every request was sent (the signal cut only the target's stop)
         return [] if doc.get("interrupted") or done else ["replay-summary.json does not say interrupted"]
     if not os.path.exists(path):
@@ -326,8 +326,8 @@ def _report_problems(run_dir: str, t: Trial) -> list[str]:
         if code != t.exit_code or (verdict == "interrupted") != (code == 130):
             return [f"report.json says {verdict!r} (exit {code}), the command exited {t.exit_code}"]
         return []
-    events = read_journal(os.path.join(run_dir, "journal.jsonl"))
-    finished_first = [e["event"] for e in events if e["event"] in ("run_finished", "recovered")][:1] == ["run_finished"]
+    events = read_journal(os.path.join(run_dir, JOURNAL))
+    finished_first = [e["event"] for e in events if e["event"] in (Event.RUN_FINISHED, Event.RECOVERED)][:1] == ["run_finished"]
     if verdict == "interrupted" or code in FINISHED and finished_first:
         return []  # written by recover after the kill, or by the run that had finished (a game day's first)
     return [f"report.json says {verdict!r} (exit {code})"]

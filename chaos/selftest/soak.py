@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from ..run.procs import marked, run_id_for
+from ..rundir.files import JOURNAL, REPORT_JSON, REQUESTS
+from ..rundir.journal import Event
+from ..rundir.procs import marked, run_id_for
 
 WINDOW_S = 5.0
 GROWTH_MB = 8.0
@@ -124,7 +126,7 @@ class Sampler(threading.Thread):
     def names(self) -> dict[int, str]:
         """pid -> name from the journal's lines written since the last call (the journal only grows: a soak's
         has thousands of lines, read once each, not once a second)."""
-        path = os.path.join(self.run_dir, "journal.jsonl")
+        path = os.path.join(self.run_dir, JOURNAL)
         if os.path.exists(path):
             with open(path, "rb") as f:
                 f.seek(self._offset)
@@ -139,12 +141,12 @@ class Sampler(threading.Thread):
         return self._names
 
     def _note(self, e: dict) -> None:
-        if e.get("event") == "run_started":
+        if e.get("event") == Event.RUN_STARTED:
             self._names[e["pid"]] = "runner"
-        inst = e.get("instance") if e.get("event") == "process_started" else None
+        inst = e.get("instance") if e.get("event") == Event.PROCESS_STARTED else None
         if isinstance(inst, dict) and inst.get("pid"):
             self._names[inst["pid"]] = str(inst.get("id"))
-        for p in e.get("processes") or [] if e.get("event") == "load_started" else []:
+        for p in e.get("processes") or [] if e.get("event") == Event.LOAD_STARTED else []:
             self._names[p["pid"]] = "locust"
 
     def run(self) -> None:
@@ -220,8 +222,8 @@ def judge(run_dir: str, code: int, series, problems: list[str], cycle_s: float) 
     if code not in (0, 1, 4):
         problems.append(f"the run exited {code} (see {run_dir}/report.md)")
     rep = {}
-    if os.path.exists(os.path.join(run_dir, "report.json")):
-        with open(os.path.join(run_dir, "report.json")) as f:
+    if os.path.exists(os.path.join(run_dir, REPORT_JSON)):
+        with open(os.path.join(run_dir, REPORT_JSON)) as f:
             rep = json.load(f)
     faults = rep.get("faults") or []
     problems += [f"fault {f['name']} not applied: {f.get('apply_error')}" for f in faults if not f["applied"]]
@@ -241,7 +243,7 @@ def judge(run_dir: str, code: int, series, problems: list[str], cycle_s: float) 
 def _quiet_windows(run_dir: str, rep: dict) -> tuple[list[float], int]:
     """Starts (s from load start) of the load's WINDOW_S windows with no request recorded, and how many."""
     t0 = rep.get("load_started")
-    path = os.path.join(run_dir, "requests.jsonl")
+    path = os.path.join(run_dir, REQUESTS)
     if t0 is None or not os.path.exists(path):
         return [], 0
     starts = []

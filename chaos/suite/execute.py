@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..rundir.files import REPORT_JSON
 from .model import Entry
 
 # chaos run's exit codes (README)
@@ -44,7 +45,7 @@ class Outcome:
 
 def read_report(run_dir: str) -> dict:
     try:
-        with open(os.path.join(run_dir, "report.json")) as f:
+        with open(os.path.join(run_dir, REPORT_JSON)) as f:
             return json.load(f)
     except (OSError, ValueError):
         return {}

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..records.columns import as_columns
 from .stats import rate
+from ..rundir.journal import Event
 
 MAX_CANDIDATES = 20_000  # windows tried per fault: a long run's fault with thousands of bad requests stays fast
 
@@ -48,7 +49,7 @@ def fault_windows(journal: list[dict]) -> list[FaultWindow]:
     out: dict[str, FaultWindow] = {}
     for e in journal:
         name = e.get("fault")
-        if e.get("event") == "fault_applying" and name:
+        if e.get("event") == Event.FAULT_APPLYING and name:
             plan = e.get("plan") or {}
             ids = [i.get("id") for i in plan.get("instances") or [] if isinstance(i, dict) and i.get("id")]
             link = not ids and plan.get("link") not in (None, "client")  # a link fault on the way to one instance
@@ -56,7 +57,7 @@ def fault_windows(journal: list[dict]) -> list[FaultWindow]:
                                     else ids, link=link,
                                     fronts={i["id"] for i in plan.get("instances") or []
                                             if isinstance(i, dict) and i.get("front")})
-        elif e.get("event") == "fault_reverted" and name in out and out[name].end is None:
+        elif e.get("event") == Event.FAULT_REVERTED and name in out and out[name].end is None:
             w = out[name]
             w.end = float(e["t"])
             for inst in e.get("instances") or []:  # a restart's instance is back when its health check passed

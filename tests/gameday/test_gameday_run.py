@@ -62,7 +62,7 @@ def state(folder, day):
 
 
 def journaled(path, event):
-    """Whether a run's journal (chaos.run.journal) holds this event yet."""
+    """Whether a run's journal (chaos.rundir.journal) holds this event yet."""
     try:
         with open(path) as f:
             return any(f'"event": "{event}"' in line for line in f)

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from chaos.common import same_process
-from chaos.run.journal import read_journal
+from chaos.rundir.journal import read_journal
 
 LIFECYCLE = """\
 name: lifecycle

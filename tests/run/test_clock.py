@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from chaos.run.journal import read_journal
+from chaos.rundir.journal import read_journal
 
 from .conftest import leftovers, unreverted
 

@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from chaos.run.journal import Journal, read_journal
-from chaos.run.procs import group_is_ours
-from chaos.run.recover import journaled_processes
+from chaos.rundir.journal import Journal, read_journal
+from chaos.rundir.procs import group_is_ours
+from chaos.rundir.journal import journaled_processes
 
 from .conftest import leftovers, start_run, wait_journal, writers
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from chaos.records import ERROR_OUTCOMES, read_records
-from chaos.run.journal import read_journal
+from chaos.rundir.journal import read_journal
 
 pytestmark = pytest.mark.slow
 

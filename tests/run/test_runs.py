@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 import pytest
 
-from chaos.run.journal import read_journal
+from chaos.rundir.journal import read_journal
 
 from ..secretscan import ArgvWatch, files_leaking
 from .conftest import leftovers, report, spinner_seconds, spinning, unreverted

@@ -16,7 +16,8 @@ from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment
 from chaos.reference.launcher import start_gateway, start_server
 from chaos.report.servermetrics import MAX_POINTS, counter_lines, markdown_section, summarize_metrics
-from chaos.run.scrape import EXTRA_CAP, METRICS_FILE, NotPrometheus, Scraper, parse
+from chaos.rundir.files import METRICS_FILE
+from chaos.run.scrape import EXTRA_CAP, NotPrometheus, Scraper, parse
 
 from .conftest import leftovers, report
 
