@@ -60,7 +60,7 @@ class LoadConfig:
     ignore_eos: bool = True  # send vLLM's ignore_eos where the workload fixes the output length
     keep_alive: bool = True  # False: a new connection per request (`Connection: close`)
     host_ids: list[str] = field(default_factory=list)  # the instance behind each base URL, when no gateway
-    limits: object = None  # chaos.load.limits.Limits a vendor target states: start() caps the load to them
+    limits: object = None  # chaos.targets.limits.Limits a vendor target states: start() caps the load to them
 
     def __post_init__(self):
         u = urlparse(self.target)

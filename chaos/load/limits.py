@@ -1,4 +1,5 @@
-"""The limits a vendor target file states (`limits:` of an openai target), and a load plan kept within them.
+"""A load plan kept within the limits a vendor target file states (`limits:` of an openai target; the limits
+themselves: chaos.targets.limits).
 
 A vendor bills and throttles per key: a chaos run must not be the reason the key is blocked. So the load is
 capped, never refused, where a cap can be exact (users, arrival rate, max_tokens), and each cap is named in the
@@ -14,38 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, fields
 
+from ..targets.limits import Limits
 from .errors import LoadError
 
-
-@dataclass(slots=True)
-class Limits:
-    requests_per_minute: int | None = None
-    tokens_per_minute: int | None = None  # prompt + max_tokens of every request, as the load can bound them
-    max_concurrency: int | None = None  # requests in flight at once
-    max_output_tokens: int | None = None  # the largest max_tokens a request may ask for
-
-    def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ValueError(f"limits.{f.name} must be a whole number of at least 1, got {v!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "Limits | None":
-        """The target file's limits: mapping (already schema-checked), or None when it states none."""
-        if not d:
-            return None
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
-
-    def describe(self) -> str:
-        names = {"requests_per_minute": "requests/min", "tokens_per_minute": "tokens/min",
-                 "max_concurrency": "in flight", "max_output_tokens": "max_tokens"}
-        return ", ".join(f"{v:,} {names[k]}" for k, v in self.to_dict().items()) or "none"
+__all__ = ["Limits", "apply_limits", "request_tokens"]
 
 
 # think time over the least pause that keeps a user's share: no 60 s window can then hold one request more

@@ -97,7 +97,7 @@ class Target:
         self.instances: list[Instance] = []
         self.model: str | None = None
         self.api_key_env: str | None = None
-        self.limits = None  # chaos.load.limits.Limits a vendor file states: the load is capped to them
+        self.limits = None  # chaos.targets.limits.Limits a vendor file states: the load is capped to them
         # Called with each instance the moment its process or container exists, before any health wait: the
         # runner journals it there, so a run killed while instances start still leaves their pids for recover.
         self.on_spawn = lambda inst: None

@@ -24,7 +24,7 @@ class OpenAITarget(Target):
         s = spec.settings
         self.model = s["model"]
         self.api_key_env = s.get("api_key_env")
-        from ..load.limits import Limits  # stdlib only: the targets need nothing of the load's Locust side
+        from .limits import Limits
 
         self.limits = Limits.from_dict(s.get("limits"))
         u = urlparse(s["base_url"])

@@ -13,7 +13,7 @@ import pytest
 
 from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_target
-from chaos.load.limits import Limits
+from chaos.targets.limits import Limits
 from chaos.reference.launcher import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
