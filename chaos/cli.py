@@ -14,8 +14,8 @@ from . import __version__
 # Which module registers each command. `chaos reference serve` (every replica start) imports only its own.
 COMMANDS = {"init": "chaos.scaffold", "run": "chaos.run.cli", "validate": "chaos.run.cli", "list": "chaos.run.cli",
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
-            "load": "chaos.load.cli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.cli",
-            "proxy": "chaos.proxy.cli", "replay": "chaos.load.replaycli", "report": "chaos.report.cli", "gate": "chaos.gate.cli",
+            "load": "chaos.plan.loadcli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.cli",
+            "proxy": "chaos.proxy.cli", "replay": "chaos.plan.replaycli", "report": "chaos.report.cli", "gate": "chaos.gate.cli",
             "gameday": "chaos.gameday.cli",
             "sweep": "chaos.plan.cli", "capacity": "chaos.plan.cli", "compare": "chaos.plan.cli"}
 

@@ -1,5 +1,5 @@
 """The summary of a one-off replay (`chaos replay`): what was sent and what was not, line by line where it matters.
-Used by chaos.load.replaycli only (it reads the load's records and summary.json)."""
+Used by chaos.plan.replaycli only (it reads the load's records and summary.json)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from ..records import read_records
 from ..report.page import Page, esc
-from ..targets.reach import reached
+from .reach import reached
 from .cost import CostInputs, cost_sum
 from .figures import judge, level_figures
 from .loadrun import Send, replicas, run_levels

@@ -14,7 +14,7 @@ from ..records import read_records
 from ..report.comparison import TOLERANCE, run_figures, summary
 from ..report.page import Page, esc
 from ..report.sections import estimate
-from ..targets.reach import reached
+from .reach import reached
 from ..verify import compare as C
 from .figures import level_figures
 from .loadrun import Send, replicas, run_levels, step_name

@@ -8,7 +8,7 @@ import os
 
 from ..records import read_records
 from ..report.page import Page, esc
-from ..targets.reach import reached
+from .reach import reached
 from .figures import level_figures
 from .loadrun import Send, replicas, run_levels, step_name
 from .planplots import latency_vs_level

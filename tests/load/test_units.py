@@ -307,7 +307,7 @@ def test_the_loads_byte_tokenizer_counts_what_the_reference_server_counts():
 def test_no_ignore_eos_flag_and_the_experiment_switch_reach_the_load_config():
     import argparse
 
-    from chaos.load.cli import build_config, register
+    from chaos.plan.loadcli import build_config, register
     from chaos.experiment.loadspec import load_config
 
     p = argparse.ArgumentParser()

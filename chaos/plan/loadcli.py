@@ -6,10 +6,10 @@ import os
 import sys
 import time
 
-from .driver import LoadConfig, LoadError, Timeouts, run_load, take_target
 from ..common import parse_duration, parse_vars
-from .shapes import SHAPES, plan_from
-from .workloads import WorkloadSpec, parse_mix
+from ..load.driver import LoadConfig, LoadError, Timeouts, run_load, take_target
+from ..load.shapes import SHAPES, plan_from
+from ..load.workloads import WorkloadSpec, parse_mix
 
 EPILOG = """examples:
   chaos load http://127.0.0.1:8000 --workload chat --users 10 --duration 30s
@@ -116,7 +116,7 @@ def register(sub, formatter) -> None:
 
 def replay_options(scrub: bool, filter_text: str | None):
     from ..replay import ReplayFilter
-    from .replayopts import ReplayOptions
+    from ..load.replayopts import ReplayOptions
 
     flt = ReplayFilter.parse(filter_text) if filter_text else None
     return ReplayOptions(bool(scrub), flt.to_dict() if flt else None)
@@ -141,7 +141,7 @@ def build_config(a, target: str | None = None) -> LoadConfig:
     if a.replay_speed and not a.replay:
         raise ValueError("--replay-speed needs --replay FILE")
     if a.replay_speed:
-        from .replaylog import scan_replay
+        from ..load.replaylog import scan_replay
 
         scan = scan_replay(a.replay, options=opts)  # the first lines only: a log is streamed, never read whole
         if not scan.timed:
@@ -167,7 +167,7 @@ def build_config(a, target: str | None = None) -> LoadConfig:
 
 
 def aim(cfg: LoadConfig, r) -> None:
-    """Point cfg at a reached target file (chaos.targets.reach.Reached): its fronts, model, key and limits."""
+    """Point cfg at a reached target file (chaos.plan.reach.Reached): its fronts, model, key and limits."""
     cfg.target, cfg.also = r.base_url, r.urls[1:]
     cfg.model = cfg.model or r.model or None
     cfg.api_key_env = r.api_key_env or cfg.api_key_env
@@ -196,7 +196,7 @@ def _sampled(a, cfg):
 
 def cmd_load(a) -> int:
     from ..targets import TargetError
-    from ..targets.reach import is_url, reached
+    from .reach import is_url, reached
 
     file = not is_url(a.target)
     try:

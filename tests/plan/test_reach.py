@@ -1,4 +1,4 @@
-"""chaos.targets.reach.reached with real processes: a target file's tiny reference replica is started, answers a
+"""chaos.plan.reach.reached with real processes: a target file's tiny reference replica is started, answers a
 real request over loopback, and is gone after the with-block however it ends; a URL is health-checked as it is."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from chaos.common import same_process
 from chaos.targets import TargetError
 from chaos.targets.base import free_port
-from chaos.targets.reach import reached
+from chaos.plan.reach import reached
 
 ONE_REPLICA = """\
 kind: reference
@@ -111,7 +111,7 @@ def test_an_invalid_file_and_a_missing_key_are_refused_before_anything_starts(tm
 
 
 def test_the_key_is_in_headers_and_in_no_repr(monkeypatch):
-    from chaos.targets.reach import Reached, key_headers
+    from chaos.plan.reach import Reached, key_headers
 
     monkeypatch.setenv("CHAOS_TEST_REACH_KEY", "sk-test-never-shown")
     r = Reached(base_url="http://127.0.0.1:1", model="m", headers=key_headers("CHAOS_TEST_REACH_KEY"), name="n")

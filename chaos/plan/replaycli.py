@@ -90,7 +90,7 @@ def _on_term(signum, frame):
 
 
 def cmd_replay(a) -> int:
-    from .errors import LoadError
+    from ..load.errors import LoadError
 
     out = a.out or os.path.join("runs", time.strftime("replay-%Y%m%dT%H%M%SZ", time.gmtime()))
     previous = signal.signal(signal.SIGTERM, _on_term)
@@ -107,7 +107,7 @@ def cmd_replay(a) -> int:
         except (ValueError, OSError, LoadError, _Stop) as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_SETUP
-        from .driver import run_load
+        from ..load.driver import run_load
 
         mode = f"x{cfg.plan.replay_speed:g} of its timing" if cfg.plan.replay_speed else f"fast ({cfg.plan.kind})"
         print(f"replay: {a.logfile} -> {', '.join(urls)}, {mode}; writing to {out}", flush=True)
@@ -118,7 +118,7 @@ def cmd_replay(a) -> int:
             return EXIT_SETUP
         if journal is not None:
             journal.write(Event.LOAD_STOPPED, interrupted=result.interrupted)
-        from .replaysummary import build_summary, format_summary
+        from ..load.replaysummary import build_summary, format_summary
 
         summary = build_summary(result, a.logfile, a.target, window, unreadable)
         with open(os.path.join(out, REPLAY_SUMMARY), "w") as f:
@@ -181,9 +181,9 @@ def _restore(old_mark: str | None) -> None:
 
 def _prepare(a):
     """(replay options, requests owed or None for a timed replay, unreadable lines) from one streamed read."""
-    from .cli import replay_options
-    from .replaylog import log_entries
-    from .replayopts import FILTERED
+    from .loadcli import replay_options
+    from ..load.replaylog import log_entries
+    from ..load.replayopts import FILTERED
 
     if a.speed is not None and a.speed <= 0:
         raise ValueError("--speed must be > 0")
@@ -260,9 +260,9 @@ def _config(a, opts, window, urls, model, key_env, out, target=None, target_spec
     """The load's settings; a target file's switches (ignore_eos, keep_alive), how it counts tokens and which
     replica each URL is, as `chaos run` takes them."""
     from ..common import parse_duration
-    from .driver import LoadConfig, Timeouts, take_target
-    from .shapes import plan_from
-    from .workloads import WorkloadSpec
+    from ..load.driver import LoadConfig, Timeouts, take_target
+    from ..load.shapes import plan_from
+    from ..load.workloads import WorkloadSpec
 
     shape = {"duration": a.duration, "max_users": a.max_users, "stop_timeout": "5s"}
     if a.fast:

@@ -74,7 +74,7 @@ def test_a_replay_against_a_target_file_takes_its_switches(tmp_path):
     replicas count tokens, and which replica each URL is when no gateway fronts them."""
     from chaos.cli import build_parser
     from chaos.experiment.model import load_target
-    from chaos.load.replaycli import _config, _prepare
+    from chaos.plan.replaycli import _config, _prepare
     from chaos.targets import make_target
 
     log = tmp_path / "log.jsonl"

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 from urllib.parse import urlparse
 
-from .base import TargetError
+from ..targets.base import TargetError
 
 if TYPE_CHECKING:
     from ..experiment.model import TargetSpec
-    from ..load.limits import Limits
-    from .base import Target
+    from ..targets.limits import Limits
+    from ..targets.base import Target
 
 HEALTH_TIMEOUT = 5.0
 
@@ -123,7 +123,7 @@ def reached(target: str, variables: dict[str, str] | None = None, out_dir: str |
         raise TargetError(f"TARGET {target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
     from ..experiment.loader import ExperimentError
     from ..experiment.model import load_target
-    from . import make_target
+    from ..targets import make_target
 
     try:
         spec, _ = load_target(target, variables or {})
