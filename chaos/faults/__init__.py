@@ -19,4 +19,18 @@ def make_fault(spec, target) -> Fault:
     return FAULT_TYPES[spec.type](spec, target)
 
 
-__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "make_fault"]
+def wanted_links(exp) -> dict[str, set[str]]:
+    """link name -> the fault families on it ({"network", "llm"}), from the faults and the target's `links:`."""
+    from ..targets.links import L4, L7
+
+    out: dict[str, set[str]] = {}
+    for name in exp.target.settings.get("links") or []:
+        out.setdefault(name, set()).add(L4)
+    for f in exp.faults:
+        family = getattr(FAULT_TYPES.get(f.type), "family", None)
+        if family in (L4, L7):
+            out.setdefault(f.params.get("link", "client"), set()).add(family)
+    return out
+
+
+__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "make_fault", "wanted_links"]

@@ -131,7 +131,7 @@ def cmd_run(a) -> int:
 
 
 def _print_links(exp) -> None:
-    from ..targets.links import wanted_links
+    from ..faults import wanted_links
 
     wanted = wanted_links(exp)
     if not wanted:

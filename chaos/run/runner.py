@@ -22,13 +22,13 @@ import psutil
 from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
-from ..faults import FaultContext, FaultError, make_fault
+from ..faults import FaultContext, FaultError, make_fault, wanted_links
 from ..host import HOST_FILE, HostSampler
 from ..load.clock import Clock
 from ..load.driver import LoadError, LoadRun, take_target
 from ..rundir.files import JOURNAL, RESOLVED
 from ..targets import TargetError, make_target
-from ..targets.links import Links, wanted_links
+from ..targets.links import Links
 from ..verify import checks as V
 from ..verify.stats import scipy_stats
 from ..rundir.journal import Event, Journal, journal_spawn

@@ -53,20 +53,6 @@ class Hop:
                 "listen": self.l4_listen, "llm_proxy": self.l7.url if self.l7 else None}
 
 
-def wanted_links(exp) -> dict[str, set[str]]:
-    """link name -> the fault families on it ({"network", "llm"}), from the faults and the target's `links:`."""
-    from ..faults import FAULT_TYPES
-
-    out: dict[str, set[str]] = {}
-    for name in exp.target.settings.get("links") or []:
-        out.setdefault(name, set()).add(L4)
-    for f in exp.faults:
-        family = getattr(FAULT_TYPES.get(f.type), "family", None)
-        if family in (L4, L7):
-            out.setdefault(f.params.get("link", "client"), set()).add(family)
-    return out
-
-
 def link_names(target_settings: dict, kind: str, replicas: int) -> list[str]:
     """The link names a target offers (for validation): client and each instance's id."""
     prefix = {"reference": "r", "process": "p", "docker": "d", "stack": "r"}.get(kind)
