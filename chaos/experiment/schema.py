@@ -3,45 +3,12 @@
 from __future__ import annotations
 
 from ..faults.inputs import FAMILIES as INPUT_FAMILIES
+from ..schemabits import BOOL, DURATION, INSTANCE, LINK, PERCENT, POSITIVE, duration, integer, number, percent
+from ..schemabits import obj as _obj  # chaos.suite.model builds its schema with it too
 
-WEEK = 7 * 24 * 3600
 MAX_USERS = 100_000
 MAX_TOKENS = 1_000_000
 
-
-def duration(positive: bool = False, maximum: float = WEEK) -> dict:
-    """A duration: a number of seconds, or text such as 30s, 2m, 1h, 250ms. Text is range-checked by x-chaos."""
-    span = f"{maximum:g}s" if maximum < 86400 else f"{maximum / 86400:g} days ({maximum:g}s)"
-    low = "above 0 and at most" if positive else "from 0 to"
-    text = f"a duration {low} {span}: 30s, 2m, 1h, 250ms, or seconds"
-    number = {"type": "number", "maximum": maximum, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
-    return {"description": text,
-            "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*(ms|s|m|h)?\s*$"}],
-            "x-chaos": {"kind": "duration", "min": 0, "max": maximum, "exclusive_min": positive, "text": text}}
-
-
-def percent(positive: bool = False) -> dict:
-    low = "above 0% and at most" if positive else "from 0% to"
-    text = f"a fraction {low} 100%: 0.1%, 50%, or a number from 0 to 1"
-    number = {"type": "number", "maximum": 1, **({"exclusiveMinimum": 0} if positive else {"minimum": 0})}
-    return {"description": text,
-            "anyOf": [number, {"type": "string", "pattern": r"^\s*\d{1,12}(\.\d{1,9})?\s*%\s*$"}],
-            "x-chaos": {"kind": "percent", "min": 0, "max": 1, "exclusive_min": positive, "text": text}}
-
-
-def integer(minimum: int, maximum: int, description: str = "") -> dict:
-    d = {"type": "integer", "minimum": minimum, "maximum": maximum}
-    return {**d, "description": description} if description else d
-
-
-def number(minimum: float, maximum: float, exclusive: bool = False) -> dict:
-    return {"type": "number", "maximum": maximum,
-            **({"exclusiveMinimum": minimum} if exclusive else {"minimum": minimum})}
-
-
-DURATION = duration()
-POSITIVE = duration(positive=True)  # a window, a timeout, a period: zero would mean nothing
-PERCENT = percent()
 _RANGE_TEXT = f"an integer from 1 to {MAX_TOKENS:,}, or a range LO-HI such as 200-500 (LO <= HI)"
 RANGE = {"description": _RANGE_TEXT,
          "anyOf": [integer(1, MAX_TOKENS), {"type": "string", "pattern": r"^\s*\d{1,9}(\s*-\s*\d{1,9})?\s*$"}],
@@ -53,24 +20,11 @@ INPUT_SIZES = {"description": f"{_RANGE_TEXT}; {_SIZES_TEXT}",
                "anyOf": [RANGE, {"type": "array", "items": integer(1, MAX_TOKENS), "minItems": 3, "maxItems": 64},
                          {"type": "string", "pattern": r"^\s*\d{1,9}(\s*,\s*\d{1,9})+\s*$"}]}
 SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
-INSTANCE = {"description": "an instance index (0-based), random, or a replica id such as r1 or b0",
-            "anyOf": [integer(0, 15), {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$"}]}
 TIMEOUT = {"description": POSITIVE["description"] + "; or auto", "anyOf": [POSITIVE, {"const": "auto"}]}
 VARS = {"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
         "additionalProperties": {"type": ["string", "number", "boolean"]},
         "description": "variables this file may use as ${NAME}, with defaults; --var NAME=VALUE and the "
                        "environment (for these names only) override"}
-BOOL = {"type": "boolean"}
-
-
-def _obj(props: dict, required: list[str] | None = None, description: str = "") -> dict:
-    d = {"type": "object", "properties": props, "additionalProperties": False}
-    if required:
-        d["required"] = required
-    if description:
-        d["description"] = description
-    return d
-
 
 PRESET = {"enum": ["tiny", "tiny-long", "small", "qwen3-0.6b"]}
 IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the workload fixes the output "
@@ -79,9 +33,6 @@ IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the
 ALLOW_REMOTE = {"type": "boolean", "description": "allow a non-loopback address (default false): replicas "
                                                  "listening beyond 127.0.0.1, or a remote base_url"}
 STARTUP = duration(positive=True, maximum=3600)
-LINK = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$",
-        "description": "a link of the target: client (in front of the whole target) or an instance id such as r1 "
-                       "(in front of that instance; behind a gateway, the gateway's way to it)"}
 TOXIPROXY = {"description": "the Toxiproxy server network faults go through (default: the bundled one, started "
                             "by the run)",
              "oneOf": [_obj({"url": {"type": "string", "pattern": "^http://"}}, ["url"],
