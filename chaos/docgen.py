@@ -114,10 +114,8 @@ FAMILIES = {
 
 
 def faults_page() -> str:
-    from .experiment import schema as S
     from .faults import FAULT_TYPES
 
-    common = S.FAULT_COMMON
     parts = [HEADER, "# Fault types\n\n", "Every type `chaos run` accepts (`chaos list faults`), by family. Every "
              "fault takes `type`, `at` (when, from the load's start) and an optional `name`; most take "
              "`duration` (reverted after it; without one, at the end of the run).\n\n"]
@@ -128,10 +126,8 @@ def faults_page() -> str:
         types = by_family.pop(family, [])
         parts += [f"## {title}\n\n", text + "\n\n"]
         for name, cls in sorted(types):
-            node = S.FAULTS[name]
-            own = {k: v for k, v in node["properties"].items() if k not in common}
             parts += [f"### `{name}`\n\n", f"{cls.summary}.\n\n" if cls.summary else "",
-                      table(rows({**node, "properties": own})) if own else "No settings of its own.\n", "\n"]
+                      table(rows(cls.schema)) if cls.schema["properties"] else "No settings of its own.\n", "\n"]
     assert not by_family, f"fault families with no section here: {sorted(by_family)}"
     return "".join(parts)
 

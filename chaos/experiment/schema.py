@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..faults.inputs import FAMILIES as INPUT_FAMILIES
-from ..schemabits import BOOL, DURATION, INSTANCE, LINK, PERCENT, POSITIVE, duration, integer, number, percent
+from ..faults import FAULT_TYPES
+from ..schemabits import BOOL, DURATION, LINK, PERCENT, POSITIVE, duration, integer, number, percent
 from ..schemabits import obj as _obj  # chaos.suite.model builds its schema with it too
 
 MAX_USERS = 100_000
@@ -19,7 +19,6 @@ _SIZES_TEXT = ("or sizes, each request one of them: a list of 3 or more such as 
 INPUT_SIZES = {"description": f"{_RANGE_TEXT}; {_SIZES_TEXT}",
                "anyOf": [RANGE, {"type": "array", "items": integer(1, MAX_TOKENS), "minItems": 3, "maxItems": 64},
                          {"type": "string", "pattern": r"^\s*\d{1,9}(\s*,\s*\d{1,9})+\s*$"}]}
-SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
 TIMEOUT = {"description": POSITIVE["description"] + "; or auto", "anyOf": [POSITIVE, {"const": "auto"}]}
 VARS = {"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
         "additionalProperties": {"type": ["string", "number", "boolean"]},
@@ -204,80 +203,16 @@ LOAD = _obj({
 }, description="how load is driven (Locust)")
 
 FAULT_COMMON = {"type": {"type": "string"}, "at": DURATION, "name": {"type": "string", "maxLength": 200}}
-COUNT = integer(1, 16)
-
-FAULTS = {
-    "kill_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": COUNT,
-                           "signal": SIGNAL, "restart_after": DURATION},
-                          ["type", "at"], "kill instances (N of M with count); restart them after a delay"),
-    "pause_instance": _obj({**FAULT_COMMON, "instance": INSTANCE, "count": COUNT,
-                            "duration": POSITIVE},
-                           ["type", "at", "duration"], "SIGSTOP the instance's process group (docker pause), "
-                                                       "SIGCONT after duration"),
-    "server_hook": _obj({**FAULT_COMMON, "instance": {"anyOf": [INSTANCE, {"const": "all"}]},
-                         "duration": POSITIVE,
-                         "step_delay_ms": number(0, 60_000),
-                         "step_slowdown": number(1, 10),
-                         "hang_s": number(0, 3600),
-                         "kv_block_cap": integer(1, 1 << 30),
-                         "fail_fraction": number(0, 1),
-                         # chaos.reference.faults.WEDGE_CLASSES (its import costs aiohttp; a test keeps them equal)
-                         "wedge_on": {"enum": ["control", "emoji", "near_context", "nul", "rtl"],
-                                      "description": "a class of input that wedges the replica until restarted"}},
-                        ["type", "at"], "the reference server's own fault hooks (slow steps, a hang, a KV cap, "
-                                        "failing a fraction with 500, wedging on a class of input)"),
-    "abnormal_inputs": _obj({**FAULT_COMMON,
-                             "cases": {"type": "array", "minItems": 1, "uniqueItems": True,
-                                       "items": {"enum": list(INPUT_FAMILIES)},
-                                       "description": "case families to send (default: all)"},
-                             "via": {"type": "array", "minItems": 1, "uniqueItems": True,
-                                     "items": {"enum": ["replicas", "gateway"]},
-                                     "description": "send to each replica directly, through the gateway, or both "
-                                                    "(default both; without a gateway: the replicas)"},
-                             "seed": integer(0, 2**63 - 1), "workers": integer(1, 16),
-                             "timeout": duration(positive=True, maximum=600),
-                             "serve_within": duration(positive=True, maximum=3600),
-                             "restart": {"type": "boolean", "description": "restart a replica that does not serve "
-                                                                           "after the batch (default true), to "
-                                                                           "prove it needed a restart"},
-                             "max_model_len": integer(64, 10_000_000)},
-                            ["type", "at"], "every abnormal input with its expected answer, to each replica and "
-                                            "through the gateway; then normal service is checked"),
-}
 
 
-
-def _setting(kind) -> dict:
-    if isinstance(kind, tuple):
-        return {"enum": list(kind)}
-    return {"s": DURATION, "ms": DURATION, "us": DURATION, "int": integer(0, 1_000_000_000),
-            "num": number(0, 1000, exclusive=True), "str": {"type": "string", "maxLength": 100_000},
-            "bool": BOOL}[kind]
+def fault_schemas() -> dict:
+    """type -> the schema a fault of that type is validated against: the keys every fault takes, and the settings
+    its class declares."""
+    return {t: _obj({**FAULT_COMMON, **cls.schema["properties"]}, ["type", "at", *cls.schema.get("required", [])],
+                    cls.schema.get("description", "")) for t, cls in FAULT_TYPES.items()}
 
 
-def _link_faults() -> dict:
-    from ..faults import llm, network
-
-    out = {}
-    link = {"link": LINK, "duration": POSITIVE}
-    for name, table in network.TOXICS.items():
-        out[name] = _obj({**FAULT_COMMON, **link, "stream": {"enum": ["downstream", "upstream"]}, "toxicity": PERCENT,
-                          **{k: _setting(kind) for k, (_, kind) in table.items()}},
-                         ["type", "at", *network.REQUIRED.get(name, [])], network.SUMMARIES[name])
-    out["link_down"] = _obj({**FAULT_COMMON, **link}, ["type", "at"], network.LinkDown.summary)
-    match = _obj({"method": {"type": "string", "maxLength": 16}, "path": {"type": "string", "pattern": "^/"},
-                  "model": {"type": "string"}, "stream": BOOL}, description="which requests (all by default)")
-    rule = {"probability": PERCENT, "seed": integer(0, 2**63 - 1), "count": integer(1, 1_000_000_000),
-            "occurrences": {"type": "array", "items": integer(1, 1_000_000_000), "minItems": 1, "maxItems": 1000},
-            "match": match}
-    for name, (_, table) in llm.LLM_FAULTS.items():
-        out[name] = _obj({**FAULT_COMMON, **link, **rule, **{k: _setting(kind) for k, (_, kind) in table.items()}},
-                         ["type", "at", *llm.REQUIRED.get(name, [])], llm.SUMMARIES[name])
-    return out
-
-
-FAULTS.update(_link_faults())
-
+FAULTS = fault_schemas()
 FAULT = {"description": "a fault: type, when (at), and its own settings",
          "type": "object", "required": ["type", "at"],
          "properties": {"type": {"enum": sorted(FAULTS)}},

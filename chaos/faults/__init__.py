@@ -1,7 +1,7 @@
 """Fault families. Each is one module with a Fault subclass: apply, revert (idempotent), describe.
 
 Adding one is like adding a Locust user: subclass Fault, give it a `type`, and register it
-in FAULT_TYPES; its schema lives in chaos/experiment/schema.py.
+in FAULT_TYPES; its class declares its settings (`schema`), and the experiment schema takes them from there.
 """
 
 from .base import Fault, FaultContext, FaultError

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..schemabits import BOOL, DURATION, LINK, POSITIVE, integer, number, obj
+
 
 class FaultError(RuntimeError):
     """A fault could not be injected at all (e.g. every replica refused a hook): the run stops, exit 2, rather
@@ -23,6 +25,9 @@ class FaultContext:
 class Fault:
     type = "base"
     summary = ""  # one line for `chaos list faults`
+    # The JSON Schema of its own settings, an object: the experiment schema (chaos.experiment.schema) adds the keys
+    # every fault takes (type, at, name) and validates a fault of this type against the two.
+    schema: dict = obj({})
     slow_revert = False  # True: revert may take seconds (a restart); the runner does it in the background
 
     def __init__(self, spec, target):
@@ -92,11 +97,22 @@ class Fault:
         return [pool[(start + k) % len(pool)] for k in range(min(count, len(pool)))]
 
 
+def link_setting(kind) -> dict:
+    """The schema of one setting in a link fault family's table (network.TOXICS, llm.LLM_FAULTS), by its kind:
+    s, ms, us (a duration, given to the proxy in that unit), int, num, str, bool, or a tuple of the values."""
+    if isinstance(kind, tuple):
+        return {"enum": list(kind)}
+    return {"s": DURATION, "ms": DURATION, "us": DURATION, "int": integer(0, 1_000_000_000),
+            "num": number(0, 1000, exclusive=True), "str": {"type": "string", "maxLength": 100_000},
+            "bool": BOOL}[kind]
+
+
 class LinkFault(Fault):
     """A fault on a link of the target (chaos.targets.links): network faults (Toxiproxy toxics) and LLM faults
     (proxy rules). Reverted after `duration`, or at teardown; its victims are the instances the link fronts."""
 
     family = "link"
+    SETTINGS = {"link": LINK, "duration": POSITIVE}  # every link fault's; each family adds its own
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

@@ -21,6 +21,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from ..common import parse_duration
+from ..schemabits import duration, integer, obj
 from ..selftest import ABNORMAL_FAMILIES
 from .base import Fault, FaultContext
 
@@ -38,6 +39,20 @@ class AbnormalInputs(Fault):
     summary = "send every abnormal case (BLNS, special chars, context limit, malformed bodies...) to the replicas " \
               "and through the gateway; each answer judged, then normal service checked"
     slow_revert = True  # a replica that needs a restart is restarted at revert, beside the schedule
+    schema = obj({"cases": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(FAMILIES)},
+                            "description": "case families to send (default: all)"},
+                  "via": {"type": "array", "minItems": 1, "uniqueItems": True,
+                          "items": {"enum": ["replicas", "gateway"]},
+                          "description": "send to each replica directly, through the gateway, or both (default "
+                                         "both; without a gateway: the replicas)"},
+                  "seed": integer(0, 2**63 - 1), "workers": integer(1, 16),
+                  "timeout": duration(positive=True, maximum=600),
+                  "serve_within": duration(positive=True, maximum=3600),
+                  "restart": {"type": "boolean", "description": "restart a replica that does not serve after the "
+                                                                "batch (default true), to prove it needed a restart"},
+                  "max_model_len": integer(64, 10_000_000)},
+                 description="every abnormal input with its expected answer, to each replica and through the "
+                             "gateway; then normal service is checked")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

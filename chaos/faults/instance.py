@@ -5,12 +5,18 @@ from __future__ import annotations
 import signal
 
 from ..common import signal_group
+from ..schemabits import DURATION, INSTANCE, POSITIVE, integer, obj
 from .base import Fault, FaultContext
+
+COUNT = integer(1, 16)  # N of the M instances
+SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
 
 
 class KillInstance(Fault):
     type = "kill_instance"
     summary = "kill instances (signal, count: N of M); restart them after restart_after"
+    schema = obj({"instance": INSTANCE, "count": COUNT, "signal": SIGNAL, "restart_after": DURATION},
+                 description="kill instances (N of M with count); restart them after a delay")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
@@ -51,6 +57,8 @@ class KillInstance(Fault):
 class PauseInstance(Fault):
     type = "pause_instance"
     summary = "freeze instances (SIGSTOP the process group, docker pause) for duration, then resume"
+    schema = obj({"instance": INSTANCE, "count": COUNT, "duration": POSITIVE}, ["duration"],
+                 "SIGSTOP the instance's process group (docker pause), SIGCONT after duration")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

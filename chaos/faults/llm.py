@@ -13,11 +13,12 @@ import json
 import re
 
 from ..common import parse_duration, parse_percent
-from .base import Fault, FaultContext, FaultError, LinkFault
+from ..schemabits import BOOL, PERCENT, integer, obj
+from .base import Fault, FaultContext, FaultError, LinkFault, link_setting
 from .server_hook import _call
 
 # fault type -> (the proxy's effect, {setting: (the effect's param, kind)}); kind: s (a duration, sent in seconds),
-# int, num, str, bool, or an enum as a tuple. chaos/experiment/schema.py builds each type's schema from this.
+# int, num, str, bool, or an enum as a tuple. Each type's schema is built from this (LLM_FAULT_TYPES, below).
 AFTER = {"after_tokens": ("after_tokens", "int")}
 LLM_FAULTS: dict[str, tuple[str, dict]] = {
     "http_error": ("status", {"status": ("status", (400, 401, 403, 429, 500, 502, 503, 504)),
@@ -75,6 +76,11 @@ SUMMARIES = {
     "delay_request": "hold requests for delay before forwarding them (a client's retry may overtake)",
 }
 RULE_KEYS = ("probability", "seed", "occurrences", "count", "match")
+# which requests a rule acts on: the settings every LLM fault takes
+RULE = {"probability": PERCENT, "seed": integer(0, 2**63 - 1), "count": integer(1, 1_000_000_000),
+        "occurrences": {"type": "array", "items": integer(1, 1_000_000_000), "minItems": 1, "maxItems": 1000},
+        "match": obj({"method": {"type": "string", "maxLength": 16}, "path": {"type": "string", "pattern": "^/"},
+                      "model": {"type": "string"}, "stream": BOOL}, description="which requests (all by default)")}
 
 
 class LLMFault(LinkFault):
@@ -144,5 +150,7 @@ class LLMFault(LinkFault):
 
 LLM_FAULT_TYPES: list[type[Fault]] = [
     type("".join(w.title() for w in name.split("_")) + "Fault", (LLMFault,),
-         {"type": name, "effect": effect, "summary": SUMMARIES[name]})
-    for name, (effect, _) in LLM_FAULTS.items()]
+         {"type": name, "effect": effect, "summary": SUMMARIES[name],
+          "schema": obj({**LinkFault.SETTINGS, **RULE, **{k: link_setting(kind) for k, (_, kind) in table.items()}},
+                        REQUIRED.get(name, []), SUMMARIES[name])})
+    for name, (effect, table) in LLM_FAULTS.items()]

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 
 from ..common import parse_duration, parse_percent
-from .base import Fault, FaultContext, FaultError, LinkFault
+from ..schemabits import PERCENT, obj
+from .base import Fault, FaultContext, FaultError, LinkFault, link_setting
 
 # fault type -> {setting: (Toxiproxy attribute, kind)}; kind: ms | us (a duration given in those), int.
-# The schema of each type is built from this table (chaos/experiment/schema.py).
+# The schema of each type is built from this table (NETWORK_FAULTS, below).
 TOXICS: dict[str, dict[str, tuple[str, str]]] = {
     "latency": {"latency": ("latency", "ms"), "jitter": ("jitter", "ms")},
     "bandwidth": {"rate": ("rate", "int")},
@@ -143,6 +144,7 @@ class ToxicFault(_LinkFault):
 class LinkDown(_LinkFault):
     type = "link_down"
     summary = "take a link down (its Toxiproxy proxy disabled: no new connections, open ones closed)"
+    schema = obj({**LinkFault.SETTINGS}, description=summary)
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
@@ -160,7 +162,15 @@ class LinkDown(_LinkFault):
         return _LinkFault._undo_each(plan, "re-enable", lambda api, proxy: api.set_enabled(proxy, True) or True)
 
 
-NETWORK_FAULTS: list[type[Fault]] = [LinkDown] + [
+def _toxic_schema(name: str) -> dict:
+    return obj({**LinkFault.SETTINGS, "stream": {"enum": ["downstream", "upstream"]}, "toxicity": PERCENT,
+                **{k: link_setting(kind) for k, (_, kind) in TOXICS[name].items()}},
+               REQUIRED.get(name, []), SUMMARIES[name])
+
+
+# link_down last: the published schema has listed the toxics first
+NETWORK_FAULTS: list[type[Fault]] = [
     type(f"{name.title().replace('_', '')}Fault", (ToxicFault,), {"type": name, "toxic": name,
-                                                                   "summary": SUMMARIES[name]})
-    for name in TOXICS]
+                                                                   "summary": SUMMARIES[name],
+                                                                   "schema": _toxic_schema(name)})
+    for name in TOXICS] + [LinkDown]

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 from ..common import FAULT_TOKEN_HEADER
+from ..schemabits import INSTANCE, POSITIVE, integer, number, obj
 from .base import Fault, FaultContext, FaultError
 
 HOOKS = ("step_delay_ms", "step_slowdown", "hang_s", "kv_block_cap", "fail_fraction", "wedge_on")
@@ -38,6 +39,18 @@ class ServerHook(Fault):
     type = "server_hook"
     summary = ("reference server hooks: step_delay_ms, step_slowdown, hang_s, kv_block_cap, fail_fraction, wedge_on "
                "(for duration)")
+    schema = obj({"instance": {"anyOf": [INSTANCE, {"const": "all"}]},
+                  "duration": POSITIVE,
+                  "step_delay_ms": number(0, 60_000),
+                  "step_slowdown": number(1, 10),
+                  "hang_s": number(0, 3600),
+                  "kv_block_cap": integer(1, 1 << 30),
+                  "fail_fraction": number(0, 1),
+                  # chaos.reference.faults.WEDGE_CLASSES (its import costs aiohttp; a test keeps them equal)
+                  "wedge_on": {"enum": ["control", "emoji", "near_context", "nul", "rtl"],
+                               "description": "a class of input that wedges the replica until restarted"}},
+                 description="the reference server's own fault hooks (slow steps, a hang, a KV cap, failing a "
+                             "fraction with 500, wedging on a class of input)")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
