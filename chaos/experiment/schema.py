@@ -205,18 +205,11 @@ LOAD = _obj({
 FAULT_COMMON = {"type": {"type": "string"}, "at": DURATION, "name": {"type": "string", "maxLength": 200}}
 
 
-def fault_schemas() -> dict:
-    """type -> the schema a fault of that type is validated against: the keys every fault takes, and the settings
-    its class declares."""
-    return {t: _obj({**FAULT_COMMON, **cls.schema["properties"]}, ["type", "at", *cls.schema.get("required", [])],
-                    cls.schema.get("description", "")) for t, cls in FAULT_TYPES.items()}
-
-
-FAULTS = fault_schemas()
-FAULT = {"description": "a fault: type, when (at), and its own settings",
-         "type": "object", "required": ["type", "at"],
-         "properties": {"type": {"enum": sorted(FAULTS)}},
-         "allOf": [{"if": {"properties": {"type": {"const": t}}}, "then": s} for t, s in FAULTS.items()]}
+def fault_schema(cls) -> dict:
+    """The schema a fault of this class is validated against: the keys every fault takes, and its own settings."""
+    own = cls.schema
+    return _obj({**FAULT_COMMON, **own["properties"]}, ["type", "at", *own.get("required", [])],
+                own.get("description", ""))
 
 _RATE_OR_OFF = {"description": PERCENT["description"] + "; or off (reported, not judged)",
                 "anyOf": [PERCENT, {"const": "off"}]}
@@ -277,7 +270,7 @@ ABORT = {**_obj({"error_rate": percent(positive=True), "for": POSITIVE,
                 "clients' error rate, a scraped metric, a PromQL query (docs/engines.md)"),
          "anyOf": [{"required": ["error_rate"]}, {"required": ["metrics"]}, {"required": ["prometheus"]}]}
 
-EXPERIMENT = {
+_EXPERIMENT = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://llm-chaos.dev/schema/experiment.json",
     "title": "llm-chaos experiment",
@@ -296,7 +289,7 @@ EXPERIMENT = {
         "target": {"type": ["string", "object"], "description": "path to a target file, or a target mapping"},
         "load": LOAD,
         "steady_state": _obj({"window": POSITIVE, "slo": SLO, "health": BOOL}),
-        "faults": {"type": "array", "items": FAULT, "maxItems": 100},
+        "faults": None,  # from FAULT_TYPES, when asked for (below)
         "verify": VERIFY,
         "abort_when": ABORT,
         "metrics": METRICS,
@@ -305,3 +298,32 @@ EXPERIMENT = {
 
 TARGET_FILE = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                "$id": "https://llm-chaos.dev/schema/target.json", "title": "llm-chaos target", **TARGET}
+
+# FAULTS (type -> its schema), FAULT and EXPERIMENT are composed from FAULT_TYPES when asked for, and again after
+# it changed: a fault class registered after this module was imported (a plugin's, a test's) is then validated,
+# published and documented like the others. Unchanged, each is the same object, which the validator cache needs.
+FAULTS: dict
+FAULT: dict
+EXPERIMENT: dict
+_composed: tuple = ((), {})
+
+
+def _compose(types: tuple) -> dict:
+    faults = {t: fault_schema(cls) for t, cls in types}
+    fault = {"description": "a fault: type, when (at), and its own settings",
+             "type": "object", "required": ["type", "at"],
+             "properties": {"type": {"enum": sorted(faults)}},
+             "allOf": [{"if": {"properties": {"type": {"const": t}}}, "then": s} for t, s in faults.items()]}
+    experiment = {**_EXPERIMENT, "properties": {**_EXPERIMENT["properties"],
+                                                "faults": {"type": "array", "items": fault, "maxItems": 100}}}
+    return {"FAULTS": faults, "FAULT": fault, "EXPERIMENT": experiment}
+
+
+def __getattr__(name: str):
+    global _composed
+    if name not in ("FAULTS", "FAULT", "EXPERIMENT"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    types = tuple(FAULT_TYPES.items())
+    if _composed[0] != types:
+        _composed = (types, _compose(types))
+    return _composed[1][name]
