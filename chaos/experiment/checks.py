@@ -1,6 +1,7 @@
 """Rules the schema cannot state: across keys, about addresses and keys, and "would the run build this".
 
-Each returns problems (file:line:col lines); none raises.
+Each returns problems (file:line:col lines); none raises. A fault type's own rules are its class's `check`
+(chaos.faults); semantic_checks adds the ones every fault gets, reading what the class says of itself.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import re
 from urllib.parse import urlparse
 
 from ..common import is_loopback, parse_duration
-from ..faults.server_hook import HOOKS
+from ..faults import FAULT_TYPES
 from ..load.shapes import SHAPES
 from . import schema as S
 from .loader import Located, Path
@@ -136,26 +137,16 @@ def semantic_checks(doc: Located, target) -> list[str]:
         problems.append(doc.problem(("load",), "the replay workload needs load.replay: FILE"))
     total = load_duration(load)
     for i, f in enumerate(d.get("faults") or []):
+        cls = FAULT_TYPES[f["type"]]
         at = parse_duration(f["at"])
         if at >= total:
             problems.append(doc.problem(("faults", i, "at"), f"at {at:g}s is not before the end of the load "
                                                              f"({total:g}s): the fault would never run"))
-        if f["type"] in ("kill_instance", "pause_instance", "server_hook") and not target.starts_processes:
+        if cls.needs_started_target and not target.starts_processes:
             problems.append(doc.problem(("faults", i, "type"), f"{f['type']} needs a target the run starts "
                                                                f"(reference, process, docker, stack), not "
                                                                f"{target.kind}"))
-        if f["type"] == "server_hook" and target.kind != "reference":
-            problems.append(doc.problem(("faults", i, "type"), "server_hook needs a reference target"))
-        if f["type"] == "server_hook" and not any(k in f for k in HOOKS):
-            problems.append(doc.problem(("faults", i), f"server_hook needs one of {', '.join(HOOKS)}"))
-        if f["type"] == "abnormal_inputs" and f.get("via") == ["gateway"] and target.settings.get("gateway") is None:
-            problems.append(doc.problem(("faults", i, "via"), "via: [gateway] needs a target with a gateway; this one "
-                                                              "has none (send to the replicas: via: [replicas])"))
-        if f["type"] == "abnormal_inputs" and target.kind == "openai" and \
-                not target.settings["base_url"].startswith("http://"):
-            problems.append(doc.problem(("faults", i, "type"), "abnormal_inputs sends raw HTTP/1.1 (bodies no client "
-                                                               "library would send) and needs an http:// target; "
-                                                               "this base_url is https"))
+        problems += [doc.problem(("faults", i, *path), message) for path, message in cls.check(f, target)]
         inst = f.get("instance")
         backups = ((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0)
         ids = ({f"r{k}" for k in range(target.replicas)} | {f"b{k}" for k in range(backups)}
@@ -169,10 +160,9 @@ def semantic_checks(doc: Located, target) -> list[str]:
         if isinstance(inst, int) and inst >= target.replicas:
             problems.append(doc.problem(("faults", i, "instance"), f"instance {inst} does not exist: the target "
                                                                    f"has {target.replicas} (0-{target.replicas - 1})"))
-        if f.get("count", 1) > target.replicas and f["type"] in ("kill_instance", "pause_instance"):
+        if cls.counts_instances and f.get("count", 1) > target.replicas:
             problems.append(doc.problem(("faults", i, "count"), f"count {f['count']} exceeds the "
                                                                 f"{target.replicas} instances"))
-        problems += _link_checks(doc, target, i, f)
     prom = (d.get("abort_when") or {}).get("prometheus")
     if prom:
         host = urlparse(prom["url"]).hostname
@@ -184,24 +174,6 @@ def semantic_checks(doc: Located, target) -> list[str]:
                                                                              f"set allow_remote: true in the "
                                                                              f"target to ask a remote Prometheus"))
     return problems
-
-
-def _link_checks(doc: Located, target, i: int, f: dict) -> list[str]:
-    """A fault on a link: the link exists, and a network fault has plain TCP under it."""
-    from ..faults import FAULT_TYPES
-    from ..targets.links import link_names
-
-    family = getattr(FAULT_TYPES.get(f["type"]), "family", None)
-    if family not in ("network", "llm"):
-        return []
-    link, names = f.get("link", "client"), link_names(target.settings, target.kind, target.replicas)
-    if link not in names:
-        return [doc.problem(("faults", i, "link"), f"no link {link!r}; this target has {', '.join(names)}")]
-    if family == "network" and target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
-        return [doc.problem(("faults", i, "type"), f"{f['type']} is a network fault (plain TCP, through Toxiproxy) "
-                                                   f"and {target.settings['base_url']} is https; use an LLM fault "
-                                                   f"(the L7 proxy speaks TLS upstream), or an http:// base_url")]
-    return []
 
 
 def run_would_build(doc: Located, target) -> list[str]:

@@ -28,6 +28,8 @@ class Fault:
     # The JSON Schema of its own settings, an object: the experiment schema (chaos.experiment.schema) adds the keys
     # every fault takes (type, at, name) and validates a fault of this type against the two.
     schema: dict = obj({})
+    needs_started_target = False  # it acts on processes or containers the run starts: not on an openai target
+    counts_instances = False  # its `count` is how many of the target's instances it takes (N of M)
     slow_revert = False  # True: revert may take seconds (a restart); the runner does it in the background
 
     def __init__(self, spec, target):
@@ -40,6 +42,13 @@ class Fault:
         self.apply_error: str | None = None  # what of apply did not take (e.g. replicas that refused a hook)
         self.revert_at: float | None = None  # seconds after load start; None: at teardown
         self.victims: list = []  # the instances plan() picked
+
+    @classmethod
+    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
+        """What the schema cannot say about a fault of this type (its mapping, valid against the schema) against
+        this target (a TargetSpec): each problem as (its path under the fault, message); `chaos validate` adds
+        the file, line and column. chaos.experiment.checks has the checks every fault gets."""
+        return []
 
     def plan(self, ctx: FaultContext) -> dict:
         """Decide what apply will touch and return it for the journal, which is written BEFORE apply,
@@ -113,6 +122,15 @@ class LinkFault(Fault):
 
     family = "link"
     SETTINGS = {"link": LINK, "duration": POSITIVE}  # every link fault's; each family adds its own
+
+    @classmethod
+    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
+        from ..targets.links import link_names
+
+        link, names = fault.get("link", "client"), link_names(target.settings, target.kind, target.replicas)
+        if link not in names:
+            return [(("link",), f"no link {link!r}; this target has {', '.join(names)}")]
+        return []
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

@@ -78,6 +78,17 @@ class AbnormalInputs(Fault):
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
+    @classmethod
+    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
+        problems = []
+        if fault.get("via") == ["gateway"] and target.settings.get("gateway") is None:
+            problems.append((("via",), "via: [gateway] needs a target with a gateway; this one has none (send to "
+                                       "the replicas: via: [replicas])"))
+        if target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
+            problems.append((("type",), "abnormal_inputs sends raw HTTP/1.1 (bodies no client library would send) "
+                                        "and needs an http:// target; this base_url is https"))
+        return problems
+
     # -- where the cases go -------------------------------------------------------------------------------------
     def _headers(self) -> dict:
         h = getattr(self.target, "_headers", None)

@@ -17,6 +17,8 @@ class KillInstance(Fault):
     summary = "kill instances (signal, count: N of M); restart them after restart_after"
     schema = obj({"instance": INSTANCE, "count": COUNT, "signal": SIGNAL, "restart_after": DURATION},
                  description="kill instances (N of M with count); restart them after a delay")
+    needs_started_target = True
+    counts_instances = True
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
@@ -59,6 +61,8 @@ class PauseInstance(Fault):
     summary = "freeze instances (SIGSTOP the process group, docker pause) for duration, then resume"
     schema = obj({"instance": INSTANCE, "count": COUNT, "duration": POSITIVE}, ["duration"],
                  "SIGSTOP the instance's process group (docker pause), SIGCONT after duration")
+    needs_started_target = True
+    counts_instances = True
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

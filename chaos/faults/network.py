@@ -46,6 +46,15 @@ def _unit(attr: str, kind: str) -> str:
 class _LinkFault(LinkFault):
     family = "network"
 
+    @classmethod
+    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
+        problems = super().check(fault, target)
+        if not problems and target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
+            return [(("type",), f"{cls.type} is a network fault (plain TCP, through Toxiproxy) and "
+                                f"{target.settings['base_url']} is https; use an LLM fault (the L7 proxy speaks TLS "
+                                f"upstream), or an http:// base_url")]
+        return problems
+
     def __init__(self, spec, target):
         super().__init__(spec, target)
         self.proxies: list[str] = []

@@ -51,6 +51,7 @@ class ServerHook(Fault):
                                "description": "a class of input that wedges the replica until restarted"}},
                  description="the reference server's own fault hooks (slow steps, a hang, a KV cap, failing a "
                              "fraction with 500, wedging on a class of input)")
+    needs_started_target = True
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
@@ -59,6 +60,15 @@ class ServerHook(Fault):
         self.revert_at = None if d is None else spec.at + d
         self.urls: list[str] = []  # the replicas asked
         self.accepted: list[str] = []  # those that took the hooks: the ones the fault really touched
+
+    @classmethod
+    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
+        problems = []
+        if target.kind != "reference":
+            problems.append((("type",), "server_hook needs a reference target"))
+        if not any(k in fault for k in HOOKS):
+            problems.append(((), f"server_hook needs one of {', '.join(HOOKS)}"))
+        return problems
 
     def plan(self, ctx: FaultContext) -> dict:
         if self.spec.params.get("instance", "all") == "all":
