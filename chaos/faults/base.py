@@ -50,6 +50,12 @@ class Fault:
         the file, line and column. chaos.experiment.checks has the checks every fault gets."""
         return []
 
+    @classmethod
+    def warnings(cls, spec, exp) -> list[str]:
+        """Advice, not errors, about a valid fault (a FaultSpec) in this experiment, e.g. timing that may leave
+        checks unjudged: `chaos validate`, --dry-run and the run print them."""
+        return []
+
     def plan(self, ctx: FaultContext) -> dict:
         """Decide what apply will touch and return it for the journal, which is written BEFORE apply,
         so `chaos recover` can undo it from the journal alone. By default: the instances it names."""

@@ -11,6 +11,12 @@ from .base import Fault, FaultContext
 COUNT = integer(1, 16)  # N of the M instances
 SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
 
+# A restarted instance needs its start-up (a reference replica: ~5 s alone here, 10-20 s on a loaded 2-core
+# machine) and then time to be routed requests before the load ends; otherwise served_by_all and the checks after
+# recovery cannot be judged.
+STARTUP_ESTIMATE_S = {"reference": 15.0, "process": 15.0, "docker": 20.0, "stack": 20.0}
+ROUTING_ESTIMATE_S = 10.0  # the gateway's health probe and ejection, then a few requests
+
 
 class KillInstance(Fault):
     type = "kill_instance"
@@ -19,6 +25,24 @@ class KillInstance(Fault):
                  description="kill instances (N of M with count); restart them after a delay")
     needs_started_target = True
     counts_instances = True
+
+    @classmethod
+    def warnings(cls, spec, exp) -> list[str]:
+        restart_after = spec.params.get("restart_after")
+        if restart_after is None:
+            return []
+        total = exp.load_duration
+        startup = STARTUP_ESTIMATE_S.get(exp.target.kind, 15.0)
+        restart_at = spec.at + restart_after
+        needed = restart_at + startup + ROUTING_ESTIMATE_S
+        if restart_at >= total:
+            return [f"fault {spec.name}: the restart at {restart_at:g}s comes after the load ends ({total:g}s), so "
+                    f"it never happens; checks that need the instance back are not judged"]
+        if needed > total:
+            return [f"fault {spec.name}: the restart begins at {restart_at:g}s; with ~{startup:g}s to start and "
+                    f"~{ROUTING_ESTIMATE_S:g}s to be routed requests, the load ({total:g}s) may end first and "
+                    f"served_by_all is then not judged: make the load at least {needed:g}s"]
+        return []
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
