@@ -1,7 +1,12 @@
-"""Fault families. Each is one module with a Fault subclass: apply, revert (idempotent), describe.
+"""Fault families. Each is one module with Fault subclasses; a fault type is one class, which carries all of it.
 
-Adding one is like adding a Locust user: subclass Fault, give it a `type`, and register it
-in FAULT_TYPES; its class declares its settings (`schema`), and the experiment schema takes them from there.
+Adding a fault is one file and one line: in its module, a Fault subclass with a `type`, a `summary` (for `chaos
+list faults`), its settings' JSON Schema (`schema`, built with chaos.schemabits), what the schema cannot say
+about it against a target (`check`, plus the flags the generic checks read: `needs_started_target`,
+`counts_instances`), its advice (`warnings`), and plan / apply / revert / describe / undo_from_journal; then the
+class in FAULT_TYPES below (and its import). The experiment schema, `chaos validate`, `chaos list faults` and
+the reference pages (`python -m chaos.docgen` writes them) take it from there. tests/faults/test_toy_fault.py
+shows it with a toy.
 """
 
 from .base import Fault, FaultContext, FaultError
@@ -11,6 +16,7 @@ from .llm import LLM_FAULT_TYPES
 from .network import NETWORK_FAULTS
 from .server_hook import ServerHook
 
+# The one list of fault types: type -> class. A plugin or a test may add to it after the import.
 FAULT_TYPES: dict[str, type[Fault]] = {cls.type: cls for cls in (KillInstance, PauseInstance, ServerHook,
                                                                  AbnormalInputs, *NETWORK_FAULTS, *LLM_FAULT_TYPES)}
 
