@@ -81,3 +81,17 @@ def test_each_contract_bites_on_a_tree_that_breaks_it(tmp_path):
            "toy.records is not allowed to import toy.report" in out  # siblings joined by |
     assert "toy.server.api -> toy.load.driver" in out
     assert "toy.proxy.relay -> toy.server.api" in out
+
+
+def test_every_package_has_its_place_in_the_contracts():
+    """A new top-level module or package of chaos/ must be placed in a layer (or declared standalone), or no
+    contract would look at its imports."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    placed = {m.strip() for c in cfg if c["type"] == "layers" for layer in c["layers"] for m in layer.split("|")}
+    placed |= {m for c in cfg if c["type"] == "forbidden" for m in c["source_modules"]}
+    tops = {f"chaos.{p.stem if p.is_file() else p.name}" for p in (ROOT / "chaos").iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert tops - placed == set()
+    assert placed - tops == set()  # and nothing placed that is gone
