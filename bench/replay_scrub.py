@@ -23,7 +23,7 @@ from replay_lag import FastServer, _pct, generated_log  # noqa: E402
 
 from chaos.load.driver import LoadConfig, LoadRun  # noqa: E402
 from chaos.records import read_records  # noqa: E402
-from chaos.load.replayopts import ReplayOptions  # noqa: E402
+from chaos.load.replay.opts import ReplayOptions  # noqa: E402
 from chaos.load.shapes import replay  # noqa: E402
 from chaos.load.workloads import WorkloadSpec  # noqa: E402
 from chaos.replay import Scrubber  # noqa: E402

@@ -160,7 +160,7 @@ def test_the_graph_sees_every_kind_of_import():
     """The graph must see what the rules are about, or the tests above pass on nothing."""
     g = import_graph()
     assert "chaos.plan.replaycli" in g and "chaos.verify.spec" in g["chaos.verify.verdict"]
-    assert "chaos.load.errors" in g["chaos.load.replayrun"]  # relative, at the top
+    assert "chaos.load.errors" in g["chaos.load.replay.run"]  # relative, at the top
     assert "chaos.load.workloads" in g["chaos.load.driver"]  # relative, inside a function
     assert "chaos.load.workloads" in g["chaos.load.locustfile"]  # absolute
     assert "chaos.common" in g["chaos.reference.cli"]  # two levels up

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..common import parse_duration
 from ..load.driver import LoadConfig, Timeouts
 from ..load.shapes import plan_from
-from ..load.replayopts import ReplayOptions
+from ..load.replay.opts import ReplayOptions
 from ..load.workloads import WorkloadSpec
 
 DEFAULT_TIMEOUTS = {"connect": "5s", "first_token": "30s", "total": "120s"}

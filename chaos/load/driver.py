@@ -24,10 +24,10 @@ from ..rundir.files import REQUESTS
 from .clock import ENV as CLOCK_ENV, Clock
 from .errors import LoadError
 from ..records import read_new_records, read_records
-from .replayrun import ReplayRun
+from .replay.run import ReplayRun
 from .shapes import LoadPlan
 from ..records.summary import StepSummary, format_table, summarize, summarize_steps
-from .replaynotes import format_replay
+from .replay.notes import format_replay
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 

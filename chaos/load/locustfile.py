@@ -25,7 +25,7 @@ from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.records.labels import merge_header
 from chaos.records import RequestRecord
-from chaos.load.replayer import Replayer
+from chaos.load.replay.player import Replayer
 from chaos.load.shapes import ArrivalSchedule, LoadPlan
 from chaos.load.sse import StreamState, StreamTiming, error_code_of, read_stream
 from chaos.load.workloads import Workload, WorkloadSpec

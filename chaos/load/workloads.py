@@ -20,7 +20,7 @@ import random
 
 from ..sizes import sizes
 from . import stability
-from .replaylog import ReplayCursor, ReplayScan, scan_replay
+from .replay.log import ReplayCursor, ReplayScan, scan_replay
 from .spec import LLMRequest, WorkloadSpec
 from .tokens import TokenCounter
 
@@ -149,7 +149,7 @@ class Workload:
 
 
 def _options(spec):
-    from .replayopts import ReplayOptions
+    from .replay.opts import ReplayOptions
 
     return ReplayOptions.of(spec.extra)
 
@@ -158,7 +158,7 @@ def replay_request(e: dict, counter: TokenCounter, offset: float | None = None,
                    lineno: int | None = None, ignore_eos: bool = True) -> LLMRequest:
     """One logged request body as the user sends it (model and stream are the run's own). A trace's request
     (synthesised prompt) asks for exactly the trace's output length: ignore_eos, where the target allows it."""
-    from .replayopts import FIXED_KEY, SCRUBBED_KEY
+    from .replay.opts import FIXED_KEY, SCRUBBED_KEY
 
     body = {k: v for k, v in e.items() if k not in ("timestamp", "offset_s", "case", "model", "stream",
                                                   "stream_options", FIXED_KEY, SCRUBBED_KEY)}

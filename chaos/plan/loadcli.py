@@ -116,7 +116,7 @@ def register(sub, formatter) -> None:
 
 def replay_options(scrub: bool, filter_text: str | None):
     from ..replay import ReplayFilter
-    from ..load.replayopts import ReplayOptions
+    from ..load.replay.opts import ReplayOptions
 
     flt = ReplayFilter.parse(filter_text) if filter_text else None
     return ReplayOptions(bool(scrub), flt.to_dict() if flt else None)
@@ -141,7 +141,7 @@ def build_config(a, target: str | None = None) -> LoadConfig:
     if a.replay_speed and not a.replay:
         raise ValueError("--replay-speed needs --replay FILE")
     if a.replay_speed:
-        from ..load.replaylog import scan_replay
+        from ..load.replay.log import scan_replay
 
         scan = scan_replay(a.replay, options=opts)  # the first lines only: a log is streamed, never read whole
         if not scan.timed:

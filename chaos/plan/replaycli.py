@@ -118,7 +118,7 @@ def cmd_replay(a) -> int:
             return EXIT_SETUP
         if journal is not None:
             journal.write(Event.LOAD_STOPPED, interrupted=result.interrupted)
-        from ..load.replaysummary import build_summary, format_summary
+        from ..load.replay.summary import build_summary, format_summary
 
         summary = build_summary(result, a.logfile, a.target, window, unreadable)
         with open(os.path.join(out, REPLAY_SUMMARY), "w") as f:
@@ -182,8 +182,8 @@ def _restore(old_mark: str | None) -> None:
 def _prepare(a):
     """(replay options, requests owed or None for a timed replay, unreadable lines) from one streamed read."""
     from .loadcli import replay_options
-    from ..load.replaylog import log_entries
-    from ..load.replayopts import FILTERED
+    from ..load.replay.log import log_entries
+    from ..load.replay.opts import FILTERED
 
     if a.speed is not None and a.speed <= 0:
         raise ValueError("--speed must be > 0")

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from chaos.load.replaynotes import replay_notes
-from chaos.load.replayopts import ReplayOptions
+from chaos.load.replay.notes import replay_notes
+from chaos.load.replay.opts import ReplayOptions
 from chaos.replay import ReplayFilter, count_body
 from chaos.experiment.loadspec import load_config
 
@@ -98,7 +98,7 @@ def test_failed_replayed_requests_are_named_by_source_line_bounded():
 
 
 def test_filtered_lines_come_out_in_time_order_and_the_replay_starts_at_the_first_kept_one(tmp_path):
-    from chaos.load.replaylog import iter_replay
+    from chaos.load.replay.log import iter_replay
 
     log = tmp_path / "env.jsonl"
     with open(log, "w") as f:

@@ -21,7 +21,7 @@ from chaos.load.driver import LoadConfig, run_load
 from chaos.load.accounts import ReplayAccount, merge_accounts
 from chaos.records import read_records
 from chaos.load.shapes import replay
-from chaos.load.replaylog import iter_replay
+from chaos.load.replay.log import iter_replay
 from chaos.load.workloads import WorkloadSpec
 
 from .scripted_server import ScriptedServer

@@ -8,7 +8,7 @@ import pytest
 
 from chaos.load.driver import LoadConfig, run_load
 from chaos.load.shapes import replay
-from chaos.load.replaylog import iter_replay, scan_replay
+from chaos.load.replay.log import iter_replay, scan_replay
 from chaos.load.workloads import WorkloadSpec
 
 

@@ -10,7 +10,7 @@ from chaos.common import parse_duration
 from chaos.load.shapes import ArrivalSchedule, arrival_rate, fixed, plan_from, ramp, steps
 from chaos.load.sse import StreamState, error_code_of
 from chaos.records.summary import format_table, summarize
-from chaos.load.replaylog import load_replay
+from chaos.load.replay.log import load_replay
 from chaos.load.workloads import Workload, WorkloadSpec, parse_mix
 from chaos.reference.tokenizer import ByteTokenizer
 

@@ -4,7 +4,7 @@ raises (a corrupt .gz ends the reading with one Problem naming the line and the 
 bounded: a line is held whole only up to max_line_bytes (MAX_LINE_BYTES, 64 MiB, by default); a longer one costs
 at most that (in a buffer up to 1.125 x as big) plus a 16 KiB read chunk, however long it is.
 
-Each file is read by both readers: chaos.replay.iter_log, and the load's chaos.load.replaylog.log_entries (what
+Each file is read by both readers: chaos.replay.iter_log, and the load's chaos.load.replay.log.log_entries (what
 `chaos replay` and a replay workload send from)."""
 
 import gzip
@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.load.replaylog import log_entries, scan_replay
-from chaos.load.replayopts import ReplayOptions
+from chaos.load.replay.log import log_entries, scan_replay
+from chaos.load.replay.opts import ReplayOptions
 from chaos.replay import MAX_LINE_BYTES, Item, Problem, Scrubber, detect_format, iter_log
 
 MiB = 1 << 20

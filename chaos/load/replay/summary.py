@@ -9,7 +9,7 @@ import os
 
 def build_summary(result, log: str, target: str, window: int | None, unreadable: dict | None) -> dict:
     """window/unreadable: --fast's own count (None for a timed replay, whose account has them)."""
-    from ..records import read_records
+    from ...records import read_records
 
     with open(os.path.join(result.out_dir, "summary.json")) as f:
         load = json.load(f)
@@ -70,7 +70,7 @@ def format_summary(s: dict) -> str:
                  + "; status codes: " + (", ".join(f"{k}x{v}" for k, v in s["status_codes"].items()) or "-"))
     failed = s["failed"]
     if failed.get("count"):
-        from .replaynotes import failed_lines
+        from .notes import failed_lines
 
         lines.append(f"failed requests by source line ({failed['count']}): {failed_lines(failed)}")
     else:

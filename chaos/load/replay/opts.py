@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..replay import ReplayFilter
+from ...replay import ReplayFilter
 
 FILTERED = "filtered out by the replay filter"  # the `why` of a line the filter dropped: counted, never lost
 TRACE_FORMATS = ("azure", "burstgpt", "mooncake")  # traces without text: the output length is the trace's

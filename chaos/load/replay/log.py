@@ -33,7 +33,7 @@ def log_entries(path: str, options=None):
     if (options is not None and options.active) or _needs_reader(path):
         yield from _reader_entries(path, options)
         return
-    from ..replay import Problem, blank_line, read_lines
+    from ...replay import Problem, blank_line, read_lines
 
     for lineno, line in read_lines(path):  # gunzipped, line length bounded, a corrupt .gz a last Problem
         if isinstance(line, Problem):
@@ -48,7 +48,7 @@ def log_entries(path: str, options=None):
 
 
 def _needs_reader(path: str) -> bool:
-    from ..replay import detect_format
+    from ...replay import detect_format
 
     try:
         fmt = detect_format(path)
@@ -56,7 +56,7 @@ def _needs_reader(path: str) -> bool:
         return False  # the JSONL path says what is wrong with the file, line by line
     if fmt not in ("jsonl", "openai"):
         return True
-    from ..replay import Problem, blank_line, read_lines
+    from ...replay import Problem, blank_line, read_lines
 
     for _, line in read_lines(path):
         if isinstance(line, Problem):
@@ -71,8 +71,8 @@ def _needs_reader(path: str) -> bool:
 
 
 def _reader_entries(path: str, options=None):
-    from ..replay import Problem, Scrubber, iter_log
-    from .replayopts import FILTERED, FIXED_KEY, SCRUBBED_KEY, TRACE_FORMATS, scrub_counts
+    from ...replay import Problem, Scrubber, iter_log
+    from .opts import FILTERED, FIXED_KEY, SCRUBBED_KEY, TRACE_FORMATS, scrub_counts
 
     keep = options.compiled() if options is not None else None
     scrubber = Scrubber() if options is not None and options.scrub else None
@@ -127,7 +127,7 @@ def scan_replay(path: str, check: int = PRESCAN_LINES, options=None) -> ReplaySc
     n = checked = filtered = readable = 0
     timed = True
     if (options is not None and options.active) or _needs_reader(path):  # streamed through chaos.replay
-        from .replayopts import FILTERED
+        from .opts import FILTERED
 
         first_error = None
         for lineno, e, error in _reader_entries(path, options):
@@ -150,7 +150,7 @@ def scan_replay(path: str, check: int = PRESCAN_LINES, options=None) -> ReplaySc
                              f"{first_error})")
         return ReplayScan(n, checked, timed, filtered)
     first_error = None
-    from ..replay import Problem, blank_line, read_lines
+    from ...replay import Problem, blank_line, read_lines
 
     for lineno, line in read_lines(path):
         if not isinstance(line, Problem) and blank_line(line):
@@ -183,7 +183,7 @@ class ReplayItem:
     @property
     def filtered(self) -> bool:
         """Dropped by the replay filter: not a request of the replay, so never owed."""
-        from .replayopts import FILTERED
+        from .opts import FILTERED
 
         return self.error == FILTERED
 
@@ -196,7 +196,7 @@ def iter_replay(path: str, passes: int = 1, window: int = REORDER_WINDOW, option
     replay that stops after its window has not counted lines read ahead of it), never setting the offsets' origin:
     the replay starts at its first kept request. Pass k repeats the log k x (its span + 1 s) later. Offsets count
     from the earliest timestamp of the first window."""
-    from .replayopts import FILTERED
+    from .opts import FILTERED
 
     t0: float | None = None
     last = 0.0  # the largest offset of the first pass: its span

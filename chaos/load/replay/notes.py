@@ -3,8 +3,8 @@ filter dropped, and the replayed requests that failed, by source line, so a fail
 
 from __future__ import annotations
 
-from ..records import ERROR_OUTCOMES, RequestRecord
-from .replayopts import merge_counts
+from ...records import ERROR_OUTCOMES, RequestRecord
+from .opts import merge_counts
 
 FAILED_NOTED = 10  # source lines named in the note; the JSON keeps FAILED_KEPT
 FAILED_KEPT = 200

@@ -11,10 +11,10 @@ import gevent.lock
 import gevent.pool
 from locust.runners import WorkerRunner
 
-from .accounts import ReplayAccount
-from .replayopts import ReplayOptions
-from .replaylog import iter_replay
-from .workloads import replay_request
+from ..accounts import ReplayAccount
+from .opts import ReplayOptions
+from .log import iter_replay
+from ..workloads import replay_request
 
 
 class Replayer:

@@ -1,13 +1,13 @@
 """The replay side of a load run (chaos.load.driver.LoadRun): what a timed replay owes, its account once Locust
-has ended, and the replay's scrub report, filtered lines and failed source lines (chaos.load.replaynotes)."""
+has ended, and the replay's scrub report, filtered lines and failed source lines (chaos.load.replay.notes)."""
 
 from __future__ import annotations
 
 import os
 
-from .accounts import merge_accounts, read_accounts
-from .errors import LoadError
-from .replaynotes import replay_order
+from ..accounts import merge_accounts, read_accounts
+from ..errors import LoadError
+from .notes import replay_order
 
 
 class ReplayRun:
@@ -31,7 +31,7 @@ class ReplayRun:
                 os.remove(os.path.join(self.cfg.out_dir, name))
 
     def _replay_input(self, wl) -> None:
-        from .replayopts import ReplayOptions
+        from .opts import ReplayOptions
 
         spec = next((s for s, _ in self.cfg.workload if s.name == "replay"), None)
         if spec is not None:
@@ -40,7 +40,7 @@ class ReplayRun:
 
     def input_facts(self, records: list) -> dict | None:
         """The replay's scrub report, filter count and failed source lines (replaynotes), added to the notes once."""
-        from .replaynotes import replay_facts, replay_notes
+        from .notes import replay_facts, replay_notes
 
         if self.replay_facts is None and self.replay_options is not None:
             filtered = self.replay["filtered"] if self.replay is not None else self.replay_filtered
