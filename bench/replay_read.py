@@ -6,7 +6,7 @@ and whether the scrubbing aims are met (>= 50 MB/s and >= 0.4 of plain, issue 31
 the file. Each mode runs --rounds times, the rounds of all modes interleaved, and its fastest run is kept.
 
 --compare-reference also times the pure-Python engine (where the default is hyperscan) and the reference
-Scrubber (chaos.replay.scrubref, the scrubber before the fast path), then reads the file through each fast engine
+Scrubber (tests/replay/scrubref.py, the scrubber before the fast path), then reads the file through each fast engine
 and the reference side by side, untimed, to check that their output is byte-identical and their counts equal.
 
     python bench/replay_read.py                                      # 200 MB
@@ -51,7 +51,7 @@ def scrubber(mode: str):
     if mode == "plain":
         return None
     from chaos.replay import Scrubber
-    from chaos.replay.scrubref import ReferenceScrubber
+    from tests.replay.scrubref import ReferenceScrubber
 
     if mode == "reference":
         return ReferenceScrubber()
@@ -83,7 +83,7 @@ def verify(path: str) -> dict:
     """Reads the file through each fast engine and the reference Scrubber side by side (untimed): per engine, the
     first item whose scrubbed body or headers differ as bytes from the reference's, if any, and the reports."""
     from chaos.replay import Item, Scrubber, iter_log
-    from chaos.replay.scrubref import ReferenceScrubber
+    from tests.replay.scrubref import ReferenceScrubber
 
     ref = ReferenceScrubber()
     fast = {e: Scrubber(engine=e) for e in {Scrubber().engine, "python"}}

@@ -6,7 +6,7 @@ Digit runs are classified by checks, not by shape alone, to keep false positives
 down: an ID-card number must carry its ISO 7064 check character, a card number must pass Luhn.
 Boundaries are ASCII: "手机13800138000" has a phone number in it, though re counts CJK letters as word characters.
 
-The redactions are those of chaos.replay.scrubref.ReferenceScrubber, byte for byte and count for count
+The redactions are those of ReferenceScrubber (tests/replay/scrubref.py), byte for byte and count for count
 (tests/replay/test_scrub_equivalence.py); what differs is how little of a string re walks to make them: a stage
 runs only where its gate occurs, and the number patterns only on the digit runs that chaos.replay.scrubfast finds
 (with Hyperscan where it is installed, the `fast` extra). bench/replay_read.py times both.

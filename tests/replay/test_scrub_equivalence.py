@@ -1,4 +1,4 @@
-"""The fast Scrubber against the reference one (chaos.replay.scrubref, the scrubber as it was): the same output,
+"""The fast Scrubber against the reference one (tests/replay/scrubref.py, the scrubber as it was): the same output,
 byte for byte, and the same counts, on generated text, bodies and headers (hypothesis) and on the repo's logs and
 hostile-input corpora, with each engine (hyperscan where it is installed, and pure Python)."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from chaos.replay import Item, Scrubber, iter_log
 from chaos.replay import scrub, scrubfast
 from chaos.replay.scrub import KINDS
-from chaos.replay.scrubref import ReferenceScrubber
+from tests.replay.scrubref import ReferenceScrubber
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

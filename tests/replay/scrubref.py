@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from .scrub import (_BEARER, _CARD, _EMAIL_DOMAIN, _EMAIL_LOCAL, _ID_CARD, _IPV4, _IPV6, _IPV6_HINT, _NUMBER_KINDS,
+from chaos.replay.scrub import (_BEARER, _CARD, _EMAIL_DOMAIN, _EMAIL_LOCAL, _ID_CARD, _IPV4, _IPV6, _IPV6_HINT, _NUMBER_KINDS,
                     _PHONES, _RUN, _RUN_CONTEXT, _SECRET_KEY, _SK, SECRET_HEADERS, Scrubber, _phone_ok, id_card_ok,
                     luhn_ok)
 
