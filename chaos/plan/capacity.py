@@ -7,7 +7,6 @@ intervals. The knee is reported as an interval, [highest sure pass, lowest sure 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 
@@ -20,7 +19,7 @@ from .loadrun import Send, replicas, run_levels
 from .planplots import capacity_figure
 from .search import Level, SearchConfig, knee, next_probe
 from .slo import SLO
-from .tables import LEVEL_HEADERS, level_cells, markdown_table, text_table
+from .tables import LEVEL_HEADERS, level_cells, markdown_table, text_table, write_outputs
 
 
 def _label(level: float, open_loop: bool) -> str:
@@ -186,9 +185,4 @@ def print_report(report: dict) -> None:
 
 
 def write(report: dict, out: str) -> None:
-    with open(os.path.join(out, "capacity.json"), "w") as f:
-        json.dump(report, f, indent=2)
-    with open(os.path.join(out, "capacity.md"), "w") as f:
-        f.write(markdown(report))
-    with open(os.path.join(out, "capacity.html"), "w") as f:
-        f.write(html(report))
+    write_outputs(report, out, "capacity", markdown, html)

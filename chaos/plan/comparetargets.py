@@ -6,7 +6,6 @@ P99/P50 and P95 at the highest step; and the verifier's verdicts of each target 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -19,7 +18,7 @@ from ..verify import compare as C
 from .figures import level_figures
 from .loadrun import Send, replicas, run_levels, step_name
 from .planplots import targets_side_by_side
-from .tables import markdown_table, text_table
+from .tables import markdown_table, text_table, write_outputs
 
 
 def _slug(text: str) -> str:
@@ -146,9 +145,4 @@ def print_report(report: dict) -> None:
 
 
 def write(report: dict, out: str) -> None:
-    with open(os.path.join(out, "compare.json"), "w") as f:
-        json.dump(report, f, indent=2, default=float)
-    with open(os.path.join(out, "compare.md"), "w") as f:
-        f.write(markdown(report))
-    with open(os.path.join(out, "compare.html"), "w") as f:
-        f.write(html(report))
+    write_outputs(report, out, "compare", markdown, html, default=float)

@@ -3,7 +3,6 @@ P50/P95/P99 TTFT and E2E with intervals, the error rate, jitter P99/P50 and thro
 
 from __future__ import annotations
 
-import json
 import os
 
 from ..records import read_records
@@ -12,7 +11,7 @@ from .reach import reached
 from .figures import level_figures
 from .loadrun import Send, replicas, run_levels, step_name
 from .planplots import latency_vs_level
-from .tables import LEVEL_HEADERS, level_cells, markdown_table
+from .tables import LEVEL_HEADERS, level_cells, markdown_table, write_outputs
 
 
 def sweep(target: str, variables: dict, send: Send, levels: list, hold: float, out: str, open_loop: bool = False,
@@ -77,9 +76,4 @@ def html(report: dict) -> str:
 
 
 def write(report: dict, out: str) -> None:
-    with open(os.path.join(out, "sweep.json"), "w") as f:
-        json.dump(report, f, indent=2)
-    with open(os.path.join(out, "sweep.md"), "w") as f:
-        f.write(markdown(report))
-    with open(os.path.join(out, "sweep.html"), "w") as f:
-        f.write(html(report))
+    write_outputs(report, out, "sweep", markdown, html)

@@ -3,6 +3,9 @@ terminal (plain text) and Markdown; the HTML page reuses the Markdown rows' cell
 
 from __future__ import annotations
 
+import json
+import os
+
 from ..report.sections import estimate
 
 LEVEL_HEADERS = ["level", "reqs", "TTFT P50", "TTFT P95", "TTFT P99", "E2E P50", "E2E P95", "E2E P99",
@@ -46,3 +49,13 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([line(headers), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [line(r) for r in rows])
+
+
+def write_outputs(report: dict, out: str, stem: str, markdown, html, default=None) -> None:
+    """A plan command's report in out: STEM.json (json.dump's default for what it cannot write), STEM.md, STEM.html."""
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump(report, f, indent=2, default=default)
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(markdown(report))
+    with open(os.path.join(out, f"{stem}.html"), "w") as f:
+        f.write(html(report))
