@@ -25,7 +25,7 @@ import psutil
 from ..host import load_summary
 from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
-from . import score as S
+from . import score as scoring
 from .history import History
 
 
@@ -147,7 +147,7 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
                     out = run_entry(e, run_dir, progress=progress, on_start=lambda pid: _started(doc, state, pid))
                 doc["runs"] = [r for r in doc["runs"] if r["name"] != e.name] + [
                     {**out.to_dict(), "verdict": out.report.get("verdict"),
-                     "score": S.experiment_score(out.exit_code, out.report)}]
+                     "score": scoring.experiment_score(out.exit_code, out.report)}]
                 write_state(state, doc)
                 doc.pop("child", None)
                 write_state(state, doc)
@@ -207,7 +207,7 @@ def close_killed(day: str, folder: str, progress=print) -> None:
                                 "exit_code": rep["exit_code"], "status": rep.get("verdict"),
                                 "seconds": float(rep.get("duration_s") or 0), "target": None, "error": "",
                                 "interrupted": False, "verdict": rep.get("verdict"),
-                                "score": S.experiment_score(rep["exit_code"], rep)})
+                                "score": scoring.experiment_score(rep["exit_code"], rep)})
     progress(f"{day}: a game day that was killed; reported with what it did not run "
              f"(`chaos gameday --resume {day}` would have finished it)")
     finish(doc, day, folder)
@@ -221,14 +221,14 @@ def finish(doc: dict, day: str, folder: str) -> None:
     by_name = {r["name"]: r for r in doc["runs"]}
     doc["not_run"] = [n for n in doc["planned"] if n not in by_name]
     scores = [by_name[n]["score"] if n in by_name else 0.0 for n in doc["planned"]]
-    doc["score"] = S.resilience_score(scores)
+    doc["score"] = scoring.resilience_score(scores)
     doc["experiments"] = len(doc["planned"])
     doc["passed"] = sum(r.get("exit_code") == 0 for r in doc["runs"])
     figures, hosts = [], {}
     for r in doc["runs"]:
         rep = read_report(r["run_dir"])
         if rep:
-            figures += S.key_figures(r["name"], rep)
+            figures += scoring.key_figures(r["name"], rep)
             hosts[r["name"]] = load_summary(rep)
             r["host"] = hosts[r["name"]].to_dict() if hosts[r["name"]] else None
     hist = History(os.path.join(folder, "history.sqlite"))

@@ -82,10 +82,10 @@ def register(sub, formatter) -> None:
 
 
 def _settings(a):
-    from .figures import Settings
+    from .figures import GateSettings
 
     qs = tuple(float(x) for x in a.percentiles.split(",") if x.strip())
-    return Settings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs, a.host_bound)
+    return GateSettings(a.confidence, a.tolerance, a.floor, a.recovery_floor, a.error_tolerance, qs, a.host_bound)
 
 
 def _rejudge(a) -> int:

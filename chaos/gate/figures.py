@@ -34,7 +34,7 @@ RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to 
 
 
 @dataclass(slots=True)
-class Settings:
+class GateSettings:
     confidence: float = 0.95
     tolerance: float = 0.10  # relative: latency, recovery times, failed requests per run
     floor_s: float = 0.005  # latency: a change smaller than this never counts (BENCHMARKS.md §14)
@@ -108,7 +108,7 @@ class Side:
         return [n for n in names[0] if all(n in other for other in names[1:])]
 
 
-def phase_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
+def phase_figures(exp: str, a: Side, b: Side, s: GateSettings) -> list[dict]:
     out = []
     names = [n for n in a.phases() if n in b.phases()]
     for phase in names:
@@ -155,7 +155,7 @@ def _censor(side: Side, i: int, fault: dict) -> float | None:
     return max(ends) - fault["start"] if ends else None
 
 
-def recovery_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
+def recovery_figures(exp: str, a: Side, b: Side, s: GateSettings) -> list[dict]:
     out = []
     for fault in [f for f in a.faults() if f in b.faults()]:
         for key, label in RECOVERY:
@@ -194,5 +194,5 @@ def recovery_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
     return out
 
 
-def experiment_figures(exp: str, a: Side, b: Side, s: Settings) -> list[dict]:
+def experiment_figures(exp: str, a: Side, b: Side, s: GateSettings) -> list[dict]:
     return phase_figures(exp, a, b, s) + recovery_figures(exp, a, b, s)

@@ -26,7 +26,7 @@ from ..verify import compare as C
 from ..verify.paired import min_pairs
 from . import pairs as P
 from .judge import judge
-from .figures import Settings, Side, experiment_figures
+from .figures import GateSettings, Side, experiment_figures
 
 PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE_EXIT = 0, 1, 2, 4
 RAN = (PASSED, FAILED, ABORTED, INCONCLUSIVE)  # runs with records to compare
@@ -100,7 +100,7 @@ def _abs(base: str, p: str) -> str:
     return beside if os.path.exists(beside) else os.path.abspath(p)
 
 
-def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
+def run_gate(plan: Plan, settings: GateSettings, progress=print) -> dict:
     """Run what the plan needs, compare, decide. Returns the gate document (gate.json); KeyboardInterrupt after
     the running experiment rolled back, with what was done written down."""
     os.makedirs(plan.out_dir, exist_ok=True)
@@ -143,7 +143,7 @@ def run_gate(plan: Plan, settings: Settings, progress=print) -> dict:
     return _finish(plan.out_dir, doc)
 
 
-def rejudge(gate_dir: str, settings: Settings, out_dir: str) -> dict:
+def rejudge(gate_dir: str, settings: GateSettings, out_dir: str) -> dict:
     """An interleaved gate's runs judged again, with other settings (a tolerance, a host bound), without running
     anything: gate.json, gate.md and junit.xml written into out_dir. The runs stay where they are."""
     try:
@@ -184,7 +184,7 @@ class _Suite:
     entries: list
 
 
-def compare(plan: Plan, s: Settings, done: dict[str, list[dict]], doc: dict) -> dict:
+def compare(plan: Plan, s: GateSettings, done: dict[str, list[dict]], doc: dict) -> dict:
     """The figures of every experiment, judged, and the decision."""
     if plan.interleaved:
         figs = []
@@ -231,7 +231,7 @@ def _run(run_dir: str) -> P.Run:
     return P.Run.read(run_dir, report)
 
 
-def guard_sides(exp: str, a: Side, b: Side, figs: list[dict], s: Settings, doc: dict) -> list[dict]:
+def guard_sides(exp: str, a: Side, b: Side, figs: list[dict], s: GateSettings, doc: dict) -> list[dict]:
     """Recorded baseline runs: where the two sides' hosts differ in a phase (the mean of others' CPU over each
     side's runs), that phase's latency and recovery-time figures are not judged."""
     def mean_host(side: Side, phase: str | None):
@@ -284,7 +284,7 @@ def _settle(f: dict) -> dict:
     return f
 
 
-def decide(figs: list[dict], s: Settings, plan: Plan, runs: list[dict] = ()) -> dict:
+def decide(figs: list[dict], s: GateSettings, plan: Plan, runs: list[dict] = ()) -> dict:
     """The gate's decision from its judged figures: 1 for a regression the host cannot explain, 4 where figures
     could not be judged (the host differed, or too few pairs or samples), else 0."""
     worse = [f for f in figs if f["verdict"] == C.WORSE]

@@ -37,7 +37,7 @@ from ..verify.paired import positive_mean_interval, ratio_interval, t_interval
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
-from .figures import Settings
+from .figures import GateSettings
 
 RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
             ("time_to_restore", "time to restore"))
@@ -155,7 +155,7 @@ def estimates(fig: dict, keep: list[int], confidence: float) -> dict:
             "difference": _est(m, lo, hi, len(d), confidence, "t on the pairs' differences")}
 
 
-def latency_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+def latency_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
     for phase in _names(pairs, _phases):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
@@ -190,7 +190,7 @@ def latency_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
     return out
 
 
-def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: Settings) -> list[dict]:
+def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: GateSettings) -> list[dict]:
     """Per metric (E2E, TTFT), every phase and percentile at once: a pair's number is the mean of its log ratios
     over the phase figures it has, its allowed change their mean allowed change. A build slower everywhere by a
     third moves each phase's figure by about as much as the noise of a few short runs, and all of them together
@@ -220,7 +220,7 @@ def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: Settings) 
     return out
 
 
-def error_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
     for phase in _names(pairs, _phases):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
@@ -262,7 +262,7 @@ def _censored_value(run: Run, fault: dict, key: str) -> tuple[float | None, bool
     return (max(ends) - fault["start"] if ends else None), True
 
 
-def recovery_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+def recovery_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
     for name in _names(pairs, _faults):
         have = [p for p in pairs if p.a.fault(name) and p.b.fault(name)]
@@ -294,7 +294,7 @@ def recovery_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
     return out
 
 
-def budget_figure(exp: str, fault: str, have: list[Pair], s: Settings) -> dict:
+def budget_figure(exp: str, fault: str, have: list[Pair], s: GateSettings) -> dict:
     ca, cb, set_aside = [], [], {}
     for p in have:
         host = p.host_differs(fault, s.host_bound)
@@ -331,7 +331,7 @@ def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
                    excluded={"host": {}}, counted=True)
 
 
-def experiment_figures(exp: str, pairs: list[Pair], s: Settings) -> list[dict]:
+def experiment_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     lat = latency_figures(exp, pairs, s)
     return (overall_figures(exp, pairs, lat, s) + lat + error_figures(exp, pairs, s)
             + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])

@@ -19,7 +19,7 @@ from ..host import HostSummary
 from ..records.columns import Columns
 from ..rundir.metrics import KEYS
 from . import plots
-from . import series as S
+from . import series as binned
 from ..rundir.files import METRICS_FILE, REPORT_HTML, REQUESTS
 from .comparehtml import comparison_html  # noqa: F401 - the comparison page shares this page's shell
 from .timeline import event_detail
@@ -115,9 +115,9 @@ def time_sections(page: Page, r: dict, records: list) -> None:
         return
     t0 = _t0(r)
     open_loop = any(s.get("open_loop") for s in r.get("steps") or [])
-    cols = S.columns(records, t0, open_loop)
+    cols = binned.columns(records, t0, open_loop)
     end = _load_end(r)
-    bins = S.bins_for(cols, None if end is None else end - cols.t0)
+    bins = binned.bins_for(cols, None if end is None else end - cols.t0)
     windows = _windows(r, cols.t0, float(bins.edges[-1]))
     events = _events(r, cols.t0, float(bins.edges[0]) - 1, float(bins.edges[-1]) + 5)
     page.figure(plots.latency_timeline(cols, bins, windows, events))

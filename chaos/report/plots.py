@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import series as S
+from . import series as binned
 
 POINTS_CAP = 4000  # single requests drawn per panel (a sample beyond this): SVG, not WebGL, which a
 # headless or locked-down browser may lack
@@ -135,7 +135,7 @@ def _log_wanted(*arrays) -> bool:
     return len(vals) > 1 and vals.max() / vals.min() > 50
 
 
-def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], events: list[Event]) -> go.Figure:
+def latency_timeline(cols: binned.Columns, bins: binned.Bins, windows: list[Window], events: list[Event]) -> go.Figure:
     """E2E and TTFT P50/P95/P99 per time bin (gaps where a bin has too few requests), over a sample of the
     single requests, with the failed ones marked at how long they took to fail."""
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.1, 0.5, 0.4], vertical_spacing=0.04,
@@ -143,13 +143,13 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
     centers = bins.centers
     for row, (what, values) in ((2, ("E2E", cols.e2e)), (3, ("TTFT", cols.ttft))):
         has = np.flatnonzero(~np.isnan(values))
-        pick = has[S.sample(len(has), POINTS_CAP, seed=row)]
+        pick = has[binned.sample(len(has), POINTS_CAP, seed=row)]
         fig.add_trace(go.Scatter(
             x=np.round(cols.sent[pick], 3), y=_ms(values[pick]), mode="markers", name="single requests"
             + (" (sampled)" if len(pick) < len(has) else ""), legendgroup="points", showlegend=row == 2,
             marker={"size": 3, "color": "rgba(120,120,120,0.35)"},
             hovertemplate=f"{what} %{{y:.0f}} ms<br>sent at %{{x:.2f}}s<extra></extra>"), row=row, col=1)
-        qs, widths, counts = S.rolling_quantiles(bins, cols.sent, values)
+        qs, widths, counts = binned.rolling_quantiles(bins, cols.sent, values)
         if row == 2:
             said = widths  # the legend's and the title's: E2E's (TTFT's count only the requests with a token)
         for q, vals in qs.items():
@@ -163,7 +163,7 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
         fig.update_yaxes(title_text=f"{what} ms", type="log" if log else "linear", row=row, col=1)
     failed = np.flatnonzero(cols.error & ~np.isnan(cols.spent))
     if len(failed):
-        pick = failed[S.sample(len(failed), FAILED_CAP, seed=7)]
+        pick = failed[binned.sample(len(failed), FAILED_CAP, seed=7)]
         names = np.asarray(cols.classes, dtype=object)[cols.outcome[pick]]
         fig.add_trace(go.Scatter(
             x=np.round(cols.sent[pick], 3), y=_ms(cols.spent[pick]), mode="markers", name="failed (time to fail)",
@@ -174,21 +174,21 @@ def latency_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window], event
     fig.update_xaxes(title_text=f"{X_TITLE} (bins of {bins.width:g} s)", row=3, col=1)
     windows_s = " / ".join(f"{w:g}" for w in said.values())
     return style(fig, 640, f"Latency over time: P50 / P95 / P99 over rolling windows of {windows_s} s (each "
-                            f"wide enough for {S.min_count(0.95)} requests for a P95, {S.min_count(0.99)} for a "
+                            f"wide enough for {binned.min_count(0.95)} requests for a P95, {binned.min_count(0.99)} for a "
                             f"P99 at the run's rate; fewer is a gap)")
 
 
-def throughput_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window]) -> go.Figure:
+def throughput_timeline(cols: binned.Columns, bins: binned.Bins, windows: list[Window]) -> go.Figure:
     """Requests ending per second by outcome (stacked), the error rate, and (when any) requests per second by
     the fault proxy's label."""
-    labels, by_label = S.label_counts(bins, cols)
+    labels, by_label = binned.label_counts(bins, cols)
     rows = 3 if labels else 2
     titles = ("requests ending per second, by outcome", "error rate (errors / requests ended, cancelled not "
               "counted)") + (("requests per second that met each fault (rule; effect)",) if labels else ())
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=titles,
                         row_heights=[0.45, 0.25, 0.3][:rows] if labels else [0.6, 0.4])
     x, w = bins.centers, bins.width
-    by_class = S.binned_counts(bins, cols.done, cols.outcome, len(cols.classes))
+    by_class = binned.binned_counts(bins, cols.done, cols.outcome, len(cols.classes))
     for i, name in enumerate(cols.classes):
         if not by_class[:, i].any():
             continue
@@ -196,7 +196,7 @@ def throughput_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window]) ->
                              marker_color=OUTCOME_COLORS.get(name, "#17becf"), customdata=by_class[:, i],
                              hovertemplate=f"{name}: %{{y:.1f}}/s (%{{customdata}} requests)<br>"
                                            f"bin at %{{x:.1f}}s<extra></extra>"), row=1, col=1)
-    rate = S.error_rate(bins, cols)
+    rate = binned.error_rate(bins, cols)
     fig.add_trace(go.Scatter(x=x, y=np.round(rate * 100, 3), mode="lines+markers", name="error rate",
                              line={"color": "#d62728"}, marker={"size": 4}, connectgaps=False, showlegend=False,
                              hovertemplate="%{y:.2f}% errors<br>bin at %{x:.1f}s<extra></extra>"), row=2, col=1)
@@ -218,16 +218,16 @@ def throughput_timeline(cols: S.Columns, bins: S.Bins, windows: list[Window]) ->
     return fig
 
 
-def ttft_histogram(cols: S.Columns) -> go.Figure:
+def ttft_histogram(cols: binned.Columns) -> go.Figure:
     """The TTFT distribution of ok requests, log-x when it spans more than 20x, with the run's P50/P95/P99."""
-    edges, counts, log = S.histogram(cols.ttft)
+    edges, counts, log = binned.histogram(cols.ttft)
     ms = edges * 1000
     fig = go.Figure(go.Scatter(
         x=ms, y=np.append(counts, counts[-1]), mode="lines", line_shape="hv", fill="tozeroy", name="requests",
         line={"color": "#1f77b4"}, fillcolor="rgba(31,119,180,0.3)", customdata=np.append(ms[1:], ms[-1]),
         hovertemplate="%{x:.0f}-%{customdata:.0f} ms: %{y} requests<extra></extra>"))
     v = cols.ttft[~np.isnan(cols.ttft)]
-    for q in S.QUANTILES:
+    for q in binned.QUANTILES:
         value = float(np.percentile(v, q * 100)) * 1000
         # on a log axis plotly.js places a shape at the value itself, an annotation at the value's log10
         fig.add_shape(type="line", x0=value, x1=value, y0=0, y1=1, yref="paper",
@@ -244,7 +244,7 @@ def step_percentiles(steps: list[dict], xs: list, x_title: str, categorical: boo
     """Per-step TTFT and E2E P50/P95/P99 against the step's concurrency (or rate, or its order)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "E2E"), horizontal_spacing=0.1)
     for col, key in ((1, "ttft"), (2, "e2e")):
-        for q in S.QUANTILES:
+        for q in binned.QUANTILES:
             name = f"p{round(q * 100)}"
             ys = [None if (s.get(key) or {}).get(name) is None else round(s[key][name] * 1000, 2) for s in steps]
             fig.add_trace(go.Scatter(
@@ -274,7 +274,7 @@ def server_metrics(series: dict, t0: float, windows: list[Window], max_points: i
         row, col = n // cols + 1, n % cols + 1
         for inst, points in sorted(series[key].items()):
             a = np.asarray(points, dtype=float).reshape(-1, 2) if len(points) else np.empty((0, 2))
-            a = a[S.sample(len(a), max_points)] if len(a) > max_points else a
+            a = a[binned.sample(len(a), max_points)] if len(a) > max_points else a
             a = _gaps(a)
             fig.add_trace(go.Scatter(
                 x=np.round(a[:, 0] - t0, 3), y=a[:, 1], mode="lines", name=escape(inst), legendgroup=inst,
@@ -310,7 +310,7 @@ def ecdf(latency: dict, names: dict) -> go.Figure:
     for col, kind in enumerate(kinds, start=1):
         for side, colour in (("a", "#1f77b4"), ("b", "#d62728")):
             values = (latency.get(side) or {}).get(kind)
-            x, f = S.ecdf(values)
+            x, f = binned.ecdf(values)
             if not len(x):
                 continue
             fig.add_trace(go.Scatter(  # a sample's ECDF is a staircase; a histogram's is known only at its edges

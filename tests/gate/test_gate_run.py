@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from chaos.gate.figures import Settings, Side, experiment_figures
+from chaos.gate.figures import GateSettings, Side, experiment_figures
 from chaos.gate.gate import guard_sides
 from chaos.suite.execute import read_report
 from chaos.verify import compare as C
@@ -162,7 +162,7 @@ def test_recorded_sides_whose_hosts_differed_do_not_judge_latency(gates):
         pytest.skip("the neighbour's schedule gave no two runs apart by more than the bound this time")
     a = Side.read([quiet["run_dir"]] * 2, [read_report(quiet["run_dir"])] * 2)
     b = Side.read([busy["run_dir"]] * 2, [read_report(busy["run_dir"])] * 2)
-    s = Settings(percentiles=(50,), tolerance=0.25)
+    s = GateSettings(percentiles=(50,), tolerance=0.25)
     notes = {}
     figs = guard_sides("gate-short", a, b, C.compare_figures(experiment_figures("gate-short", a, b, s)), s, notes)
     held = [f for f in figs if f.get("host")]

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from chaos.gate.figures import Settings
+from chaos.gate.figures import GateSettings
 from chaos.gate.gate import INCONCLUSIVE_EXIT, PASS, REGRESSION, Plan, decide
 from chaos.gate.judge import judge
 from chaos.gate.pairs import Pair, Run, experiment_figures, slow_host_failure
@@ -83,7 +83,7 @@ def make_pairs(seed=1, n=7, slow=1.0, errors=0.0, timeouts=0.0, busy: dict | Non
     return out
 
 
-S = Settings(percentiles=(50, 95))
+S = GateSettings(percentiles=(50, 95))
 
 
 def gate(pairs, settings=S, seed=0):
@@ -182,7 +182,7 @@ def test_four_pairs_cannot_judge_and_say_so():
 
 
 def test_a_p99_with_too_few_requests_a_run_is_not_judged():
-    doc = gate(make_pairs(), Settings(percentiles=(50, 99.9)))
+    doc = gate(make_pairs(), GateSettings(percentiles=(50, 99.9)))
     f = fig(doc, "steady state E2E p99.9")
     assert f["verdict"] == C.NOT_JUDGED and "requests a run" in f["why"]
 
