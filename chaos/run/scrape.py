@@ -303,8 +303,6 @@ class Scraper:
         return {iid: st.why for iid, st in self.states.items() if not st.available}
 
 
-
-
 def write_prometheus_targets(instances, run_dir: str, run_name: str) -> str:
     """RUN_DIR/prometheus-targets.json: the run's instances in Prometheus' file_sd format, so your own Prometheus
     (file_sd_configs: [{files: [.../prometheus-targets.json]}]) scrapes what the run started, each labelled with
