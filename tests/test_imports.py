@@ -6,8 +6,9 @@ a module or inside a function.
   `chaos replay` command that drives the load lives in chaos.load;
 - chaos.experiment (the file format) never imports chaos.run (the run's lifecycle), nor do the records, verify, the
   reports, the load or the self-tests: they read a run folder through chaos.rundir, which imports only common;
-- chaos.reference (the bundled server) imports nothing of the toolkit but chaos.common and chaos.http1, which import
-  nothing else of it, so the server lifts out with them; chaos.proxy (the fault proxies) the same;
+- chaos.reference (the bundled server) imports nothing of the toolkit but chaos.common, chaos.errors and
+  chaos.http1, which import nothing else of it, so the server lifts out with them; chaos.proxy (the fault proxies)
+  the same; chaos.common and chaos.errors import nothing of the toolkit;
 - no cycle among chaos.load's modules, lazy imports included (a lazy import is how a cycle hides).
 
 The checker is itself tested on a small tree with each knot tied on purpose, so these tests can fail.
@@ -63,17 +64,18 @@ def violations(graph: dict[str, set[str]], top: str = "chaos") -> list[str]:
              for src, dst in (("records", "load"), ("verify", "load"), ("report", "load"), ("replay", "load"),
                               ("experiment", "run"), ("records", "run"), ("verify", "run"), ("report", "run"),
                               ("load", "run"), ("selftest", "run"))]
-    common, http1 = f"{top}.common", f"{top}.http1"
+    common, errors, http1 = f"{top}.common", f"{top}.errors", f"{top}.http1"
     for pkg in ("reference", "proxy"):
         rules.append((f"{top}.{pkg}", lambda m, own=f"{top}.{pkg}": not (_under(m, own) or _under(m, http1)
-                                                                            or m == common),
-                      f"{pkg} imports nothing of the toolkit but common and http1"))
-    rules.append((http1, lambda m: not (_under(m, http1) or m == common),
-                  "http1 imports nothing of the toolkit but common"))
+                                                                            or m in (common, errors)),
+                      f"{pkg} imports nothing of the toolkit but common, errors and http1"))
+    rules.append((http1, lambda m: not (_under(m, http1) or m in (common, errors)),
+                  "http1 imports nothing of the toolkit but common and errors"))
     rundir = f"{top}.rundir"
     rules.append((rundir, lambda m: not (_under(m, rundir) or m == common),
                   "rundir imports nothing of the toolkit but common"))
     rules.append((common, lambda m: True, "common imports nothing of the toolkit"))
+    rules.append((errors, lambda m: True, "errors imports nothing of the toolkit"))
     out = []
     for importer, imported in sorted(graph.items()):
         for src, bad, rule in rules:
@@ -169,7 +171,7 @@ def test_the_graph_sees_every_kind_of_import():
 def test_the_checker_finds_each_knot(tmp_path):
     """A small tree with every knot tied, each a different way (top level, in a function, `from . import`)."""
     files = {
-        "__init__.py": "", "common.py": "from .records import x\n",
+        "__init__.py": "", "common.py": "from .records import x\n", "errors.py": "from .common import p\n",
         "load/__init__.py": "", "load/a.py": "from . import b\n",
         "load/b.py": "def f():\n    from .c import y\n", "load/c.py": "from chaos.load.a import z\n",
         "load/d.py": "from .a import z\n", "load/e.py": "def f():\n    from ..records import x\n",
@@ -179,9 +181,11 @@ def test_the_checker_finds_each_knot(tmp_path):
         "replay/__init__.py": "", "replay/cli.py": "from ..load import d\n",
         "experiment/__init__.py": "", "experiment/checks.py": "def f():\n    from ..run.loadspec import g\n",
         "run/__init__.py": "", "run/loadspec.py": "",
-        "reference/__init__.py": "", "reference/s.py": "from ..common import p\nfrom ..records import x\n",
+        "reference/__init__.py": "",
+        "reference/s.py": "from ..common import p\nfrom ..records import x\nfrom ..errors import ChaosError\n",
         "proxy/__init__.py": "", "proxy/p.py": "from ..http1 import w\nfrom ..reference import s\n",
-        "http1/__init__.py": "", "http1/w.py": "from ..common import p\nfrom ..proxy import p\n",
+        "http1/__init__.py": "",
+        "http1/w.py": "from ..common import p\nfrom ..proxy import p\nfrom ..errors import E\n",
     }
     top = tmp_path / "chaos"
     for rel, text in files.items():
@@ -192,9 +196,10 @@ def test_the_checker_finds_each_knot(tmp_path):
     for importer, imported in (("records.x", "load.a"), ("verify.v", "load.d"), ("report.r", "load.c"),
                                ("replay.cli", "load.d"), ("experiment.checks", "run.loadspec"),
                                ("reference.s", "records.x"), ("common", "records.x"), ("proxy.p", "reference.s"),
-                               ("http1.w", "proxy.p")):
+                               ("http1.w", "proxy.p"), ("errors", "common")):
         assert any(v.startswith(f"chaos.{importer} -> chaos.{imported} ") for v in found), (importer, found)
     assert not any(v.startswith(("chaos.reference.s -> chaos.common ", "chaos.proxy.p -> chaos.http1",
-                                 "chaos.http1.w -> chaos.common ")) for v in found)
+                                 "chaos.http1.w -> chaos.common ", "chaos.reference.s -> chaos.errors ",
+                                 "chaos.http1.w -> chaos.errors ")) for v in found)
     assert cycles(g, "chaos.load") == [["chaos.load.a", "chaos.load.b", "chaos.load.c", "chaos.load.a"]]
     assert ("load", "records") in package_pairs(g) and ("load", "replay") not in package_pairs(g)

@@ -1,5 +1,5 @@
-"""The bundled server stands alone. That it imports nothing of the toolkit but chaos/common.py (lazy imports
-included) is checked with the rest of the import graph in tests/test_imports.py."""
+"""The bundled server stands alone. That it imports nothing of the toolkit but chaos/common.py, chaos/errors.py and
+chaos/http1/ (lazy imports included) is checked with the rest of the import graph in tests/test_imports.py."""
 
 import subprocess
 import sys
