@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from .errors import Finding
 from .rundir.files import REPORT_JSON
 
 SUFFIXES = (".yaml", ".yml")
@@ -55,7 +56,7 @@ class ChaosRun:
                        + ", ".join(repr(c.get("name")) for c in self.checks))
 
 
-class ChaosRunFailed(Exception):
+class ChaosRunFailed(Finding):
     """A run that did not pass: the message is the whole failure report (no traceback of ours is shown)."""
 
 

@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 
 from .common import is_loopback
+from .errors import InputError
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -98,7 +99,7 @@ abort_when: {{error_rate: 50%, for: 10s}}
 """
 
 
-class InitError(Exception):
+class InitError(InputError):
     pass
 
 

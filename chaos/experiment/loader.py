@@ -18,6 +18,8 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+from ..errors import InputError
+
 MAX_BYTES = 256 * 1024  # the largest shipped file is ~2 KB
 MAX_NODES = 10_000
 MAX_DEPTH = 32  # the schema nests 5 deep (target.gateway.breaker.error_rate)
@@ -29,12 +31,15 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 PLAIN_COLLECTIONS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
-class ExperimentError(Exception):
+class ExperimentError(InputError):
     """Invalid input: each problem is one line 'file:line:col: key: message'."""
 
     def __init__(self, problems: list[str]):
         super().__init__("\n".join(problems))
         self.problems = problems
+
+    def lines(self) -> list[str]:
+        return self.problems  # one 'error: ' line a problem, even one whose text holds a newline
 
 
 def print_problems(e: ExperimentError) -> int:
@@ -74,7 +79,7 @@ def dotted(path: Path) -> str:
     return out
 
 
-class _Refused(Exception):
+class _Refused(InputError):
     """A limit or a structural rule broken at a mark of the file."""
 
     def __init__(self, mark, message: str):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..errors import SetupError
 from ..schemabits import BOOL, DURATION, LINK, POSITIVE, integer, number, obj
 
 
-class FaultError(RuntimeError):
+class FaultError(SetupError, RuntimeError):
     """A fault could not be injected at all (e.g. every replica refused a hook): the run stops, exit 2, rather
     than judge the target on a fault that never happened."""
 

@@ -22,6 +22,7 @@ import time
 
 import psutil
 
+from ..errors import SetupError
 from ..host import load_summary
 from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, read_report, run_entry, write_state
 from ..suite.model import Suite
@@ -29,7 +30,7 @@ from . import score as scoring
 from .history import History
 
 
-class GamedayError(Exception):
+class GamedayError(SetupError):
     pass
 
 

@@ -18,6 +18,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from ..errors import InputError
 from ..host import HostSummary, differs, load_summary, phase_summary
 from ..rundir.files import REPORT_JSON
 from ..suite.execute import ABORTED, FAILED, INCONCLUSIVE, INTERRUPTED, PASSED, Outcome, read_report, run_entry, write_state
@@ -33,7 +34,7 @@ RAN = (PASSED, FAILED, ABORTED, INCONCLUSIVE)  # runs with records to compare
 MAX_PAIRS = 50
 
 
-class GateError(Exception):
+class GateError(InputError):
     pass
 
 

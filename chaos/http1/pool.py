@@ -8,6 +8,7 @@ import ssl
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..errors import ServiceError
 from .wire import UPSTREAM_BUFFER, body_framing, buffered, encode_head, read_body, read_head
 
 
@@ -111,5 +112,5 @@ class Pool:
             self.idle.pop()[1].close()
 
 
-class UpstreamError(Exception):
+class UpstreamError(ServiceError):
     """The upstream failed (refused, reset, a malformed answer): a 502 if nothing went to the client yet."""

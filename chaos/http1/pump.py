@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
+from ..errors import ServiceError
 from .wire import Dechunker, take_buffered, unread
 
 
-class StreamIdle(Exception):
+class StreamIdle(ServiceError):
     """The upstream sent nothing for idle_s while the sink's side was ready for more."""
 
 

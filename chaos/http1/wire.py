@@ -15,6 +15,8 @@ import asyncio
 import re
 from dataclasses import dataclass
 
+from ..errors import ServiceError
+
 HEAD_LIMIT = 64 * 1024  # request or response head; past it 431/502
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")  # 16 hex digits: up to 2**64 - 1; more is an overflow
 _DIGITS = re.compile(r"[0-9]{1,18}")  # a Content-Length: ASCII digits only (str.isdigit takes '²' too)
@@ -25,7 +27,7 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "te", "trailer", "transfer-encoding", "upgrade"})
 
 
-class HTTPError(Exception):
+class HTTPError(ServiceError):
     """A malformed message: status is what to answer the client with (when it was the client's)."""
 
     def __init__(self, message: str, status: int = 400):

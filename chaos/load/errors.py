@@ -3,6 +3,8 @@ the driver (which imports those parts)."""
 
 from __future__ import annotations
 
+from ..errors import SetupError
 
-class LoadError(RuntimeError):
+
+class LoadError(SetupError, RuntimeError):
     """A setup problem with a message that says what to do."""

@@ -21,6 +21,7 @@ from locust import FastHttpUser, LoadTestShape, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
 from chaos.common import parse_retry_after
+from chaos.errors import Finding
 from chaos.load.clock import Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.records.labels import merge_header
@@ -43,7 +44,7 @@ CLOCK = Clock.from_env()  # every timestamp: the run's one wall-clock anchor plu
 now = CLOCK.now
 
 
-class _Timeout(Exception):
+class _Timeout(Finding):
     def __init__(self, kind: str):
         super().__init__(kind)
         self.kind = kind

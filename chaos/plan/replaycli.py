@@ -16,6 +16,7 @@ import time
 from urllib.parse import urlparse
 
 from ..common import count_lines
+from ..errors import SetupError
 from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REQUESTS
 from ..rundir.journal import Event
 from ..rundir.procs import RUN_ID_ENV
@@ -81,7 +82,7 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_replay)
 
 
-class _Stop(Exception):
+class _Stop(SetupError):
     pass
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from ..common import parse_duration, parse_percent
+from ..errors import InputError
 
 MEETS, BREAKS, UNCLEAR = "meets", "breaks", "unclear"
 
@@ -26,7 +27,7 @@ _CLAUSE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(<=|<)\s*(\S.*?)\s*$")
 EXAMPLE = 'write e.g. "p95<3s,errors<0.1%" (figures: p50 p95 p99, ttft_p50 ttft_p95 ttft_p99, errors)'
 
 
-class SLOError(ValueError):
+class SLOError(InputError, ValueError):
     """An SLO text that cannot be read; the message names the clause and shows the form."""
 
 

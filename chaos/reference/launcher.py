@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 
 from ..common import FAULT_TOKEN_ENV, stop_group
+from ..errors import SetupError
 
 READY = re.compile(r"listening on (http://\S+)")
 
 
-class LaunchError(RuntimeError):
+class LaunchError(SetupError, RuntimeError):
     pass
 
 

@@ -7,10 +7,11 @@ import os
 
 import torch
 
+from ..errors import InputError
 from .model import CausalLM
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError, ValueError):
     pass
 
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..common import error_type_for, openai_error
+from ..errors import ServiceError
 from .engine.sequence import SEED_MAX, SEED_MIN, SamplingParams
 from .serving import json_content_type_error
 from .tokenizer import ByteTokenizer
@@ -26,7 +27,7 @@ MAX_COMPLETION_LOGPROBS, MAX_TOP_LOGPROBS = 5, 20  # the shapes OpenAI accepts; 
 MAX_JSON_DEPTH = 64  # OpenAI bodies nest a few levels; deeper is refused before anything walks it
 
 
-class APIError(Exception):
+class APIError(ServiceError):
     def __init__(self, status: int, message: str, type: str | None = None,
                  param: str | None = None, code: str | None = None, headers: dict | None = None):
         super().__init__(message)

@@ -11,12 +11,13 @@ from .config import EngineConfig
 from .engine.async_engine import AsyncEngine
 from .engine.sequence import SamplingParams
 from ..common import run_event_loop, running_loop_name
+from ..errors import SetupError
 from .serving import ListenError, drain_on_signal, listen
 
 log = logging.getLogger("chaos.reference")
 
 
-class ServeError(RuntimeError):
+class ServeError(SetupError, RuntimeError):
     """A startup failure with a message that says what to do."""
 
 

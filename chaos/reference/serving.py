@@ -29,10 +29,11 @@ import sys
 from aiohttp import http_exceptions, web
 
 from ..common import error_type_for, openai_error
+from ..errors import ServiceError, SetupError
 from ..http1.wire import too_large
 
 
-class ListenError(RuntimeError):
+class ListenError(SetupError, RuntimeError):
     pass
 
 
@@ -279,7 +280,7 @@ def route_headers(e: web.HTTPException) -> dict:
     return {"Allow": allow} if allow else {}
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(ServiceError):
     """A request body over its limit: size from Content-Length, None when a chunked body ran past it."""
 
     def __init__(self, size: int | None, limit: int):
@@ -302,11 +303,11 @@ async def read_bounded(request: web.Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(ServiceError, RuntimeError):
     """The body worker died or overran its time on one call; the next call starts a fresh one."""
 
 
-class WorkerBusy(RuntimeError):
+class WorkerBusy(ServiceError, RuntimeError):
     """max_waiting calls already wait for the body worker: this one is refused rather than queued."""
 
 

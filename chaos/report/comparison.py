@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..errors import InputError
 from ..host import DEFAULT_BOUND, HostSummary, differs, host_report, load_summary, phase_summary
 from ..records import read_records
 from ..rundir.files import REPORT_JSON, REQUESTS
@@ -33,7 +34,7 @@ TOLERANCE = 0.10
 MIN_GROUPS = 20
 
 
-class CompareError(Exception):
+class CompareError(InputError):
     pass
 
 

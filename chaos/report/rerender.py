@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..errors import InputError
 from ..host import host_report
 from ..records.columns import Columns
 from ..records.summary import summarize_steps
@@ -21,7 +22,7 @@ from .servermetrics import summarize_metrics
 from .writer import write_reports
 
 
-class ReportError(Exception):
+class ReportError(InputError):
     """A run directory that cannot be reported on; the message says what to do."""
 
 

@@ -13,6 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..common import count_lines, same_process
+from ..errors import InputError
 from ..faults import FAULT_TYPES
 from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REPORT_JSON, REQUESTS, RESOLVED
 from ..targets.links import delete_journaled_proxies
@@ -20,7 +21,7 @@ from ..rundir.journal import Event, Journal, journaled_instances, journaled_proc
 from ..rundir.procs import marked, run_id_for, stop_our_group, stop_processes
 
 
-class RecoverError(RuntimeError):
+class RecoverError(InputError, RuntimeError):
     pass
 
 

@@ -19,6 +19,7 @@ import traceback
 
 import psutil
 
+from ..errors import Interrupted
 from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
@@ -53,10 +54,6 @@ STOP_ALLOWANCE_S = 15.0
 # The longest a run waits, before its load, for the checks' imports (0.6 s on a quiet box): past it the load starts
 # anyway, and the first check that needs them waits for the rest.
 WARM_IMPORTS_MAX_S = 120.0
-
-
-class Interrupted(Exception):
-    pass
 
 
 def _warm_imports() -> None:

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..errors import Finding
 from ..rundir.files import METRICS_FILE, PROMETHEUS_TARGETS
 from ..rundir.journal import Event
 from ..rundir.metrics import KEYS, PER_LABEL
@@ -90,7 +91,7 @@ _BY_NAME = {n: key for key, (names, _) in KEYS.items() for n in names}
 _PER_LABEL_NAMES = {name for name, _ in PER_LABEL.values()}
 
 
-class NotPrometheus(ValueError):
+class NotPrometheus(Finding, ValueError):
     pass
 
 

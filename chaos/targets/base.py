@@ -18,9 +18,10 @@ from urllib.parse import urlparse
 import psutil
 
 from ..common import signal_group, stop_group
+from ..errors import SetupError
 
 
-class TargetError(RuntimeError):
+class TargetError(SetupError, RuntimeError):
     """The target could not be started or reached; the message says what to do."""
 
 

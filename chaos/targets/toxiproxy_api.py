@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlparse
 
+from ..errors import SetupError
+
 CALL_TIMEOUT_S = 10.0
 _lock = threading.Lock()
 
 
-class ToxiproxyError(RuntimeError):
+class ToxiproxyError(SetupError, RuntimeError):
     pass
 
 

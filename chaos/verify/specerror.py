@@ -3,8 +3,10 @@ verify:, which the loader turns into file:line:col."""
 
 from __future__ import annotations
 
+from ..errors import InputError
 
-class SpecError(ValueError):
+
+class SpecError(InputError, ValueError):
     """Problems in a verify: section, each (path below verify:, message)."""
 
     def __init__(self, problems: list[tuple[tuple, str]]):

@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from ...errors import InputError
 from .base import whole
 from .effects import EFFECTS, Effect
 
@@ -18,7 +19,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
 
 
-class RuleError(ValueError):
+class RuleError(InputError, ValueError):
     """A rule that cannot be stored; the message names the field."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from ...errors import ServiceError
 from .base import Effect, Params, Run
 
 _SEP = re.compile(rb"\r?\n\r?\n")
@@ -74,7 +75,7 @@ def split_events(buf: bytes) -> tuple[list[Event], bytes]:
     return out, buf[start:]
 
 
-class StreamEnd(Exception):
+class StreamEnd(ServiceError):
     """Stop relaying: mode 'end' (end the body properly), 'cut' (same, the rest dropped) or 'reset' (RST)."""
 
     def __init__(self, mode: str, events: list[Event] = ()):

@@ -10,6 +10,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ...errors import ServiceError
+
 UPSTREAM = "upstream"      # client -> server
 DOWNSTREAM = "downstream"  # server -> client
 
@@ -28,7 +30,7 @@ TYPES: dict[str, tuple[str, ...]] = {
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
-class ApiError(Exception):
+class ApiError(ServiceError):
     """An error with the HTTP status and the message toxiproxy-server would answer with."""
 
     def __init__(self, message: str, status: int, extra: dict | None = None):

@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
+from ...errors import ServiceError
 from ..config import EngineConfig
 from .llm_engine import LLMEngine, RequestOutput
 from .sequence import SamplingParams
 
 
-class EngineDeadError(RuntimeError):
+class EngineDeadError(ServiceError, RuntimeError):
     pass
 
 

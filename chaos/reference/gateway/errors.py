@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 
 from ...common import error_type_for, openai_error, retry_after_headers
+from ...errors import ServiceError
 from .call import Reply
 
 log = logging.getLogger("chaos.gateway")
 
 
-class GatewayError(Exception):
+class GatewayError(ServiceError):
     def __init__(self, status: int, message: str, code: str, type_: str | None = None,
                  param: str | None = None, retry_after: float | None = None, headers: dict | None = None):
         super().__init__(message)
