@@ -42,15 +42,6 @@ class ExperimentError(InputError):
         return self.problems  # one 'error: ' line a problem, even one whose text holds a newline
 
 
-def print_problems(e: ExperimentError) -> int:
-    """Each problem on its own 'error:' line, as every command shows a bad file; the exit code for bad input."""
-    import sys
-
-    for p in e.problems:
-        print(f"error: {p}", file=sys.stderr)
-    return 2
-
-
 Path = tuple  # keys and indices from the document root
 
 

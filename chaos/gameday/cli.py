@@ -7,6 +7,8 @@ import signal
 import sys
 import time
 
+from ..errors import handled
+
 EPILOG = """examples:
   chaos gameday gamedays/nightly.yaml                      # once, now
   chaos gameday gamedays/nightly.yaml --var PRESET=tiny    # every experiment with --var PRESET=tiny
@@ -67,18 +69,14 @@ def check_cron(cron: str) -> str | None:
     return None
 
 
+@handled
 def cmd_gameday(a) -> int:
-    from ..experiment.loader import ExperimentError
-    from ..experiment.loader import print_problems
     from ..experiment.variables import cli_vars
     from ..suite.model import load_suite
-    from .runner import GamedayError, run_gameday
+    from .runner import run_gameday
 
     os.environ.setdefault("TZ", "UTC")
-    try:
-        suite = load_suite(a.suite, cli_vars(a.var))
-    except ExperimentError as e:
-        return print_problems(e)
+    suite = load_suite(a.suite, cli_vars(a.var))
     if a.every and (why := check_cron(a.every)):
         print(f"error: {why}", file=sys.stderr)
         return 2
@@ -109,9 +107,6 @@ def cmd_gameday(a) -> int:
             done += 1
             if not a.every or (a.times and done >= a.times):
                 return code
-    except GamedayError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted: the game day's report lists what did not run", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 
+from ..errors import InputError, counts_as, handled
 from ..host import DEFAULT_BOUND
 
 EPILOG = """examples:
@@ -92,14 +93,11 @@ def _rejudge(a) -> int:
     from .gate import GateError, rejudge
 
     out = a.out or os.path.join(a.rejudge, f"rejudged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-    try:
-        if a.suite or a.candidate or a.aa:
-            raise GateError("--rejudge reads the suite, the builds and the pairs from the gate's own gate.json: "
-                            "leave SUITE, --candidate and --aa out")
+    if a.suite or a.candidate or a.aa:
+        raise GateError("--rejudge reads the suite, the builds and the pairs from the gate's own gate.json: "
+                        "leave SUITE, --candidate and --aa out")
+    with counts_as(InputError, ValueError):  # --percentiles, and a gate.json of numbers that are not
         doc = rejudge(a.rejudge, _settings(a), out)
-    except (GateError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print(open(os.path.join(out, "gate.md")).read().split("<details>")[0].rstrip())
     print(f"\ngate: {os.path.join(out, 'gate.md')} (and gate.json, junit.xml)")
     return doc["exit_code"]
@@ -109,16 +107,15 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@handled
 def cmd_gate(a) -> int:
-    from ..experiment.loader import ExperimentError
-    from ..experiment.loader import print_problems
     from ..experiment.variables import cli_vars
     from ..suite.model import load_plan
     from .gate import GateError, Plan, recorded_runs, run_gate
 
     if a.rejudge:
         return _rejudge(a)
-    try:
+    with counts_as(InputError, ValueError):
         if not a.suite or not (a.baseline_target or a.baseline):
             raise GateError("give a SUITE and --baseline-target FILE (pairs) or --baseline DIR (recorded runs); "
                             "or --rejudge GATE_DIR")
@@ -139,20 +136,12 @@ def cmd_gate(a) -> int:
         out = a.out or os.path.join("reports", f"{kind}-{suite.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
         plan = Plan(suite, out, a.candidate, a.baseline_target,
                     recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa)
-    except ExperimentError as e:
-        return print_problems(e)
-    except (GateError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         doc = run_gate(plan, settings, progress=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(f"interrupted: what ran is in {os.path.join(out, 'gate.json')}", file=sys.stderr)
         return 130
-    except GateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print()
     print(open(os.path.join(out, "gate.md")).read().split("<details>")[0].rstrip())
     print(f"\ngate: {os.path.join(out, 'gate.md')} (and gate.json, junit.xml)")

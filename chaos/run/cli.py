@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from ..errors import InputError, SetupError, handled, report
 from ..rundir.files import JOURNAL, REPORT_HTML
 
 RUN_EPILOG = """exit codes: 0 passed, 1 verification failed, 2 invalid input or setup failure,
@@ -82,17 +83,14 @@ def register(sub, formatter) -> None:
     t.set_defaults(func=cmd_targets)
 
 
+@handled
 def cmd_run(a) -> int:
-    from ..experiment.loader import ExperimentError, print_problems
     from ..experiment.variables import cli_vars
     from ..experiment.model import load_experiment
     from .runner import Runner
     from .view import View
 
-    try:
-        exp = load_experiment(a.file, cli_vars(a.var), target=a.target)
-    except ExperimentError as e:
-        return print_problems(e)
+    exp = load_experiment(a.file, cli_vars(a.var), target=a.target)
     if a.dry_run:
         print(f"{exp.name}: {exp.description}")
         print(f"target: {exp.target.kind} ({exp.target.replicas} instance(s)) from {exp.target.source}")
@@ -106,12 +104,10 @@ def cmd_run(a) -> int:
     runner = Runner(exp, a.out, View("json" if a.json else "auto"))
     try:
         os.makedirs(runner.run_dir, exist_ok=True)
-        if os.path.exists(os.path.join(runner.run_dir, JOURNAL)):
-            print(f"error: {runner.run_dir} already holds a run; choose another --out", file=sys.stderr)
-            return 2
     except OSError as e:
-        print(f"error: cannot create the run directory {runner.run_dir}: {e.strerror or e}", file=sys.stderr)
-        return 2
+        raise SetupError(f"cannot create the run directory {runner.run_dir}: {e.strerror or e}") from None
+    if os.path.exists(os.path.join(runner.run_dir, JOURNAL)):
+        raise InputError(f"{runner.run_dir} already holds a run; choose another --out")
     code = runner.execute()
     rep = getattr(runner, "report", None)
     if rep and not a.json:
@@ -150,11 +146,11 @@ def _print_links(exp) -> None:
 
 
 def cmd_validate(a) -> int:
-    from ..experiment.loader import ExperimentError, print_problems, read_file
+    from ..experiment.loader import ExperimentError, read_file
     from ..experiment.variables import cli_vars
     from ..experiment.model import load_experiment, load_target
 
-    bad = 0
+    code = 0
     for path in a.files:
         try:
             doc = read_file(path)
@@ -171,10 +167,9 @@ def cmd_validate(a) -> int:
                 what = "experiment"
                 _warn(exp, path)
             print(f"{path}: ok ({what})")
-        except ExperimentError as e:
-            bad += 1
-            print_problems(e)
-    return 2 if bad else 0
+        except ExperimentError as e:  # this file's problems; the next file is checked still
+            code = report(e)
+    return code
 
 
 def _warn(exp, where: str | None = None) -> None:
@@ -265,45 +260,38 @@ def cmd_schema(a) -> int:
     return 0
 
 
+@handled
 def cmd_recover(a) -> int:
-    from .recover import RecoverError, recover
-    try:
-        actions = recover(a.run_dir)
-    except RecoverError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    from .recover import recover
+
+    actions = recover(a.run_dir)
     for line in actions or ["nothing was left behind"]:
         print(line)
     return 0
 
 
+@handled
 def cmd_targets(a) -> int:
     from ..common import stop_group
-    from ..experiment.loader import ExperimentError, print_problems
     from ..experiment.variables import cli_vars
     from ..experiment.model import load_target
     from ..targets import TargetError, make_target
     from ..targets.base import write_json
 
-    try:
-        spec, _ = load_target(a.target_file, cli_vars(a.var))
-    except ExperimentError as e:
-        return print_problems(e)
+    spec, _ = load_target(a.target_file, cli_vars(a.var))
     state_dir = os.path.join(".chaos", "targets")
     os.makedirs(state_dir, exist_ok=True)
     state = os.path.join(state_dir, f"{spec.name}.json")
     if a.action == "up":
         if os.path.exists(state):
-            print(f"error: {spec.name} looks up already ({state}); run `chaos targets down {a.target_file}` first",
-                  file=sys.stderr)
-            return 2
+            raise InputError(f"{spec.name} looks up already ({state}); run `chaos targets down {a.target_file}` "
+                             f"first")
         target = make_target(spec, state_dir)
         try:
             target.up()
-        except TargetError as e:
-            target.down(grace=1)
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        except TargetError:
+            target.down(grace=1)  # what started of it, before the error is said
+            raise
         write_json(state, target.describe())
         for i in target.instances:
             print(f"{i.id}: {i.url} (pid {i.pid})")

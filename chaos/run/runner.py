@@ -19,7 +19,7 @@ import traceback
 
 import psutil
 
-from ..errors import Interrupted
+from ..errors import Interrupted, exit_code
 from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
@@ -162,10 +162,10 @@ class Runner:
             self._target_up()
             self._start_load()
             code = self._main_loop()
-        except Interrupted:
-            code, self.reason = EXIT_INTERRUPTED, "interrupted by a signal"
-        except (TargetError, LoadError, FaultError) as e:
-            code, self.reason = EXIT_INVALID, str(e)
+        except Interrupted as e:
+            code, self.reason = exit_code(e), "interrupted by a signal"
+        except (TargetError, LoadError, FaultError) as e:  # the errors a run expects; any other is a bug, below
+            code, self.reason = exit_code(e), str(e)
             self.view.event("error", str(e))
         except Exception as e:  # a bug of ours: keep the traceback, still roll back
             code, self.reason = EXIT_INVALID, f"internal error: {e!r}"
