@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import sys
 
 from ..common import parse_duration
+from ..errors import InputError, SetupError, counts_as, handled
 
 SWEEP_EPILOG = """examples:
   chaos sweep targets/reference.yaml --var PRESET=tiny --concurrency 10,50,100 --hold 30s
@@ -94,33 +94,21 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def _fail(e) -> int:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-
-
-def _errors():
-    from ..load.errors import LoadError
-    from ..targets import TargetError
-
-    return (ValueError, LoadError, TargetError, OSError)
-
-
+@handled
 def cmd_sweep(a) -> int:
     from ..common import parse_vars
     from .loadrun import out_dir, parse_levels, send_from
     from .sweep import sweep, table_rows
     from .tables import LEVEL_HEADERS, text_table
 
-    try:
+    # a flag's ValueError is the user's to fix, as an OSError of the output folder or a file named is
+    with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
         open_loop = a.rate is not None
         levels = parse_levels(a.rate, "--rate", False) if open_loop else parse_levels(a.concurrency,
                                                                                      "--concurrency", True)
         hold, out = _hold(a.hold), out_dir(a.out, "sweep")
         report = sweep(a.target, parse_vars(a.var), send_from(a), levels, hold, out, open_loop,
                        lambda line: print(line, flush=True))
-    except _errors() as e:
-        return _fail(e)
     print()
     print(text_table(LEVEL_HEADERS, table_rows(report)))
     for n in report["notes"]:
@@ -136,6 +124,7 @@ def _hold(text: str) -> float:
     return hold
 
 
+@handled
 def cmd_capacity(a) -> int:
     from .capacity import capacity, print_report
     from ..common import parse_vars
@@ -143,7 +132,7 @@ def cmd_capacity(a) -> int:
     from .search import SearchConfig
     from .slo import parse_slo
 
-    try:
+    with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
         slo = parse_slo(a.slo)
         if a.rate and a.for_concurrency is not None:
             raise ValueError("--for-concurrency sizes a concurrency search; with --rate give --for-rate")
@@ -156,8 +145,6 @@ def cmd_capacity(a) -> int:
         report = capacity(a.target, parse_vars(a.var), send_from(a), slo, cfg, hold, out, a.rate,
                           {"price_per_hour": a.price_per_hour, "price_per_1k_tokens": a.price_per_1k_tokens},
                           a.for_rate if a.rate else a.for_concurrency, lambda line: print(line, flush=True))
-    except _errors() as e:
-        return _fail(e)
     print()
     print_report(report)
     print(f"\nwritten: {out}/capacity.json, capacity.md, capacity.html, probes/")
@@ -188,19 +175,18 @@ def target_vars(items: list[str], n: int) -> list[dict]:
     return [{**base, **parse_vars(scoped.get(i, []))} for i in range(1, n + 1)]
 
 
+@handled
 def cmd_compare(a) -> int:
     from .comparetargets import compare_targets, print_report
     from .loadrun import out_dir, parse_levels, send_from
 
-    try:
+    with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
         if len(a.targets) < 2:
             raise ValueError("compare needs two or more targets")
         levels = parse_levels(a.concurrency, "--concurrency", True)
         hold, out = _hold(a.hold), out_dir(a.out, "compare")
         report = compare_targets(a.targets, target_vars(a.var, len(a.targets)), send_from(a), levels, hold, out,
                                  a.at, progress=lambda line: print(line, flush=True))
-    except _errors() as e:
-        return _fail(e)
     print()
     print_report(report)
     print(f"\nwritten: {out}/compare.json, compare.md, compare.html")

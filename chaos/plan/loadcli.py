@@ -7,7 +7,8 @@ import sys
 import time
 
 from ..common import parse_duration, parse_vars
-from ..load.driver import LoadConfig, LoadError, Timeouts, run_load, take_target
+from ..errors import InputError, SetupError, counts_as, handled
+from ..load.driver import LoadConfig, Timeouts, run_load, take_target
 from ..load.shapes import SHAPES, plan_from
 from ..load.workloads import WorkloadSpec, parse_mix
 
@@ -194,28 +195,27 @@ def _sampled(a, cfg):
         sampler.stop()
 
 
+@handled
 def cmd_load(a) -> int:
-    from ..targets import TargetError
     from .reach import is_url, reached
 
     file = not is_url(a.target)
     try:
-        variables = parse_vars(a.var)
-        if variables and not file:
-            raise ValueError("--var sets a target file's variables; the target here is a URL")
-        cfg = build_config(a, "http://127.0.0.1:9" if file else None)  # aim() replaces a file's placeholder
-        if file:
-            with reached(a.target, variables, os.path.join(cfg.out_dir, "target"),
-                         lambda line: print(line, flush=True)) as r:
-                aim(cfg, r)
-                if r.limits is not None:
-                    print(f"limits of {r.name}: {r.limits.describe()}", flush=True)
+        # a ValueError is a flag's (--duration, --var...), an OSError the output folder's or a file's named
+        with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
+            variables = parse_vars(a.var)
+            if variables and not file:
+                raise ValueError("--var sets a target file's variables; the target here is a URL")
+            cfg = build_config(a, "http://127.0.0.1:9" if file else None)  # aim() replaces a file's placeholder
+            if file:
+                with reached(a.target, variables, os.path.join(cfg.out_dir, "target"),
+                             lambda line: print(line, flush=True)) as r:
+                    aim(cfg, r)
+                    if r.limits is not None:
+                        print(f"limits of {r.name}: {r.limits.describe()}", flush=True)
+                    result = _sampled(a, cfg)
+            else:
                 result = _sampled(a, cfg)
-        else:
-            result = _sampled(a, cfg)
-    except (LoadError, ValueError, OSError, TargetError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # while the target file's target started: reached() has stopped it
         print("interrupted: the target was stopped", file=sys.stderr)
         return 130

@@ -16,12 +16,12 @@ import time
 from urllib.parse import urlparse
 
 from ..common import count_lines
-from ..errors import SetupError
+from ..errors import ChaosError, InputError, SetupError, counts_as, report
 from ..rundir.files import JOURNAL, REPLAY_SUMMARY, REQUESTS
 from ..rundir.journal import Event
 from ..rundir.procs import RUN_ID_ENV
 
-EXIT_OK, EXIT_NOT_SENT, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_NOT_SENT, EXIT_INTERRUPTED = 0, 1, 130  # and an error's, from chaos.errors' table
 
 EPILOG = """examples:
   chaos replay prod.jsonl http://127.0.0.1:8000                    # the log's own timing
@@ -82,41 +82,36 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_replay)
 
 
-class _Stop(SetupError):
-    pass
-
-
 def _on_term(signum, frame):
     raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does: stop Locust, stop what was started
 
 
 def cmd_replay(a) -> int:
-    from ..load.errors import LoadError
-
     out = a.out or os.path.join("runs", time.strftime("replay-%Y%m%dT%H%M%SZ", time.gmtime()))
     previous = signal.signal(signal.SIGTERM, _on_term)
     target = journal = None
     old_mark = os.environ.get(RUN_ID_ENV)
     try:
+        # Said here, not by the command line: before the target that started is stopped (finally, below).
         try:
-            opts, window, unreadable = _prepare(a)
-            os.makedirs(out, exist_ok=True)
-            if urlparse(a.target).scheme not in ("http", "https"):  # it starts a target: journaled, so `chaos recover OUT` can stop it
-                journal = _journal(out)
-            target, urls, model, key_env, spec = _target(a, out, journal)
-            cfg = _config(a, opts, window, urls, model, key_env, out, target, spec)
-        except (ValueError, OSError, LoadError, _Stop) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_SETUP
+            with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
+                opts, window, unreadable = _prepare(a)
+                os.makedirs(out, exist_ok=True)
+                if urlparse(a.target).scheme not in ("http", "https"):
+                    journal = _journal(out)  # it starts a target: journaled, so `chaos recover OUT` can stop it
+                target, urls, model, key_env, spec = _target(a, out, journal)
+                cfg = _config(a, opts, window, urls, model, key_env, out, target, spec)
+        except ChaosError as e:
+            return report(e)
         from ..load.driver import run_load
 
         mode = f"x{cfg.plan.replay_speed:g} of its timing" if cfg.plan.replay_speed else f"fast ({cfg.plan.kind})"
         print(f"replay: {a.logfile} -> {', '.join(urls)}, {mode}; writing to {out}", flush=True)
         try:
-            result = run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
-        except (LoadError, ValueError, OSError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_SETUP
+            with counts_as(InputError, ValueError), counts_as(SetupError, OSError):
+                result = run_load(cfg, progress=lambda line: print(line, flush=True), interval=a.interval)
+        except ChaosError as e:
+            return report(e)
         if journal is not None:
             journal.write(Event.LOAD_STOPPED, interrupted=result.interrupted)
         from ..load.replay.summary import build_summary, format_summary
@@ -226,10 +221,10 @@ def _target(a, out, journal=None):
         from ..common import is_loopback
 
         if not is_loopback(u.hostname) and not a.allow_remote:  # 127.0.0.0/8, ::1, localhost
-            raise _Stop(f"{a.target} is not on loopback; pass --allow-remote to replay against it")
+            raise InputError(f"{a.target} is not on loopback; pass --allow-remote to replay against it")
         return None, [a.target], a.model, a.api_key_env, None
     if not os.path.isfile(a.target):
-        raise _Stop(f"TARGET {a.target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
+        raise InputError(f"TARGET {a.target!r} is neither a URL (http://127.0.0.1:8000) nor a target file")
     from ..common import parse_vars
     from ..experiment.loader import ExperimentError
     from ..experiment.model import load_target
@@ -238,7 +233,7 @@ def _target(a, out, journal=None):
     try:
         spec, _ = load_target(a.target, parse_vars(a.var))  # a bad item: ValueError, shown as cmd_replay shows it
     except ExperimentError as e:
-        raise _Stop(f"{a.target}: {e}") from None
+        raise InputError(f"{a.target}: {e}") from None
     from ..rundir.journal import journal_spawn
 
     target = make_target(spec, out)
@@ -248,7 +243,7 @@ def _target(a, out, journal=None):
         target.up()
     except TargetError as e:
         target.down(grace=1)
-        raise _Stop(f"the target did not start: {e}") from None
+        raise SetupError(f"the target did not start: {e}") from None
     except BaseException:
         target.down(grace=1)
         raise
