@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 
 from .common import is_loopback
-from .errors import InputError
+from .errors import InputError, handled
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -129,16 +129,13 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_init)
 
 
+@handled
 def cmd_init(a, ask=None) -> int:
     """ask(prompt, default) -> answer; input() at a terminal, none otherwise (every value from the flags)."""
     if ask is None and sys.stdin.isatty():
         ask = _ask
-    try:
-        plan = settle(a, ask)
-        written = write(plan, a.dir, a.force)
-    except InitError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    plan = settle(a, ask)
+    written = write(plan, a.dir, a.force)
     problems = _validate(written)
     for path in written:
         print(f"wrote {path}")

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from ..errors import handled
 from ..rundir.files import JUNIT, REPORT_HTML, REPORT_JSON, REPORT_MD
 
 EPILOG = """\
@@ -45,6 +46,7 @@ def register(sub, formatter) -> None:
     p.set_defaults(func=cmd_report)
 
 
+@handled
 def cmd_report(a) -> int:
     if bool(a.run_dir) == bool(a.compare):
         print("error: give a run directory, or --compare A B (not both)", file=sys.stderr)
@@ -56,16 +58,12 @@ def cmd_report(a) -> int:
         print(f"error: --confidence {a.confidence}: give a level in [0.5, 1), e.g. 0.95", file=sys.stderr)
         return 2
     if a.compare:
-        from .comparison import CompareError, compare_runs
+        from .comparison import compare_runs
 
         base, cand = a.compare
         out = a.out or os.path.join("reports", f"compare-{_name(base)}-vs-{_name(cand)}-"
                                                f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        try:
-            comp = compare_runs(base, cand, out, a.confidence, a.tolerance, a.host_bound)
-        except CompareError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        comp = compare_runs(base, cand, out, a.confidence, a.tolerance, a.host_bound)
         worse = [f for f in comp["figures"] if f["verdict"] == "worse"]
         for f in comp["figures"]:
             print(f"  {f['verdict'].upper():<24} {f['figure']}: {f['summary']}")
@@ -77,13 +75,9 @@ def cmd_report(a) -> int:
               f"{sum(f['verdict'] == 'no detectable change' for f in comp['figures'])} no detectable change "
               f"at {a.confidence:.0%} confidence\ncomparison: {os.path.join(out, 'comparison.md')}")
         return 1 if worse else 0
-    from .rerender import ReportError, rerender
+    from .rerender import rerender
 
-    try:
-        report = rerender(a.run_dir)
-    except ReportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    report = rerender(a.run_dir)
     print(f"{report['experiment']['name']}: {report['verdict'].upper()} ({report.get('requests', 0)} requests)")
     for name in (REPORT_MD, REPORT_HTML, JUNIT, REPORT_JSON):
         path = os.path.join(a.run_dir, name)
