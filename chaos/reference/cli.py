@@ -8,6 +8,7 @@ import os
 import sys
 
 from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration
+from ..errors import InputError, SetupError, counts_as, handled
 from .config import DEFAULT_PRESET, PRESETS
 
 
@@ -153,6 +154,7 @@ def engine_config_from(args):
                         enforce_eager=args.enforce_eager, step_slowdown=args.step_slowdown)
 
 
+@handled
 def cmd_serve(args) -> int:
     if not args.allow_remote and (why := remote_host_error(args.host)):
         print(f"error: {why}", file=sys.stderr)
@@ -166,10 +168,11 @@ def cmd_serve(args) -> int:
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .api import ServerSettings
-    from .loader import CheckpointError
     from .server import run
 
-    try:
+    # A flag's ValueError or a checkpoint that is not there is the user's to fix; a RuntimeError (the device, the
+    # engine, the port: ServeError) the setup's. Either way what it says is said, and the exit is 2.
+    with counts_as(InputError, ValueError, FileNotFoundError), counts_as(SetupError, RuntimeError):
         config = engine_config_from(args)
         settings = ServerSettings(model_name=args.model_name, replica_id=args.replica_id,
                                   max_waiting=args.max_waiting, overload_status=args.overload_status,
@@ -183,11 +186,9 @@ def cmd_serve(args) -> int:
 
             config.device = str(resolve_device(args.device))
         return run(settings, config, args.host, args.port)
-    except (ValueError, RuntimeError, CheckpointError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
 
 
+@handled
 def cmd_gateway(args) -> int:
     import json
 
@@ -201,7 +202,7 @@ def cmd_gateway(args) -> int:
     if not args.allow_remote and (why := remote_host_error(args.host)):
         print(f"error: {why}", file=sys.stderr)
         return 2
-    try:
+    with counts_as(InputError, ValueError, TypeError):  # a flag's, or a setting's of the wrong type
         try:
             extra = json.loads(args.settings)
         except ValueError as e:
@@ -219,9 +220,6 @@ def cmd_gateway(args) -> int:
         backups = parse_upstreams(args.backup, "b")
         if not primaries:
             raise ValueError("give at least one --upstream NAME=URL")
-    except (ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     return run_event_loop(serve(settings, primaries, backups, args.host, args.port, args.drain_timeout))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
 
 from .api import ReferenceAPI, ServerSettings
@@ -65,8 +64,4 @@ def run(settings: ServerSettings, config: EngineConfig, host: str, port: int) ->
     def announce(line: str) -> None:
         print(line, flush=True)
 
-    try:
-        return run_event_loop(serve(settings, config, host, port, announce))
-    except ServeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_event_loop(serve(settings, config, host, port, announce))  # a ServeError: said by the command

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from ...common import running_loop_name
 from ...http1.server import Server
 from ..serving import drain_on_signal, listen_error
@@ -21,8 +19,7 @@ async def serve(settings: GatewaySettings, primaries, backups, host: str, port: 
         bound = await http.start(host, port)
     except OSError as e:
         await gw.close()
-        print(f"error: {listen_error(host, port, e)}", file=sys.stderr)
-        return 2
+        raise listen_error(host, port, e) from None  # a SetupError: said by the command, exit 2
     print(f"chaos reference gateway listening on http://{host}:{bound} (primaries: "
           f"{', '.join(n for n, _ in primaries)}; backups: {', '.join(n for n, _ in backups) or 'none'}; event loop {running_loop_name()})", flush=True)
     await drain_on_signal(gw, drain_timeout)
