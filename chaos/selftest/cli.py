@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections import Counter
 
+from ..errors import InputError, SetupError, counts_as, handled
 from .hostile import cmd_selftest
 
 
@@ -115,28 +116,24 @@ def register(sub, formatter) -> None:
     k.set_defaults(func=cmd_soak)
 
 
+@handled
 def cmd_soak(a) -> int:
     from ..common import parse_duration
     from .soak import render, soak
 
-    try:
+    with counts_as(InputError, ValueError):
         duration, period = parse_duration(a.duration), parse_duration(a.period)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if period < 4 or duration < period + 15:
         print("error: --period must be at least 4s and --duration at least --period + 15s", file=sys.stderr)
         return 2
     out = a.out or os.path.join("runs", time.strftime("selftest-soak-%Y%m%dT%H%M%SZ", time.gmtime()))
     print(f"soak: {duration:g} s of load, a fault every {period:g} s; writing to {out}", flush=True)
     try:
-        result = soak(out, duration, period)
+        with counts_as(SetupError, OSError):
+            result = soak(out, duration, period)
     except KeyboardInterrupt:
         print("interrupted (the run rolled back)", file=sys.stderr)
         return 130
-    except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print(render(result))
     if a.json:
         with open(a.json, "w") as f:
@@ -144,6 +141,7 @@ def cmd_soak(a) -> int:
     return 0 if not result["problems"] else 1
 
 
+@handled
 def cmd_interrupts(a) -> int:
     from .families import FAMILIES, docker_missing, engines_missing
     from .interrupts import LONG_TRIALS, Interrupter, plan
@@ -165,27 +163,25 @@ def cmd_interrupts(a) -> int:
     os.makedirs(out, exist_ok=True)
     server, trials, interrupted = None, [], False
     try:
-        url = os.environ.get("TOXIPROXY_URL")
-        if "toxics-url" in names and not url:
-            server, url = _toxiproxy_server(out)
-        for name, why in skipped.items():
-            print(f"skipping {name}: {why}", flush=True)
-        names = [n for n in names if n not in skipped]
-        if not names:
-            print("error: no family can run here", file=sys.stderr)
-            return 2
-        it = Interrupter(out, url)
-        for n, (family, sig, at_s) in enumerate(plan(count, a.seed, names), 1):
-            t = it.trial(n, FAMILIES[family], sig, at_s)
-            trials.append(t)
-            took = f"exit {t.exit_code}" + (f" {t.stop_s:.2f} s after it" if t.stop_s is not None else "")
-            if t.recover_code is not None:
-                took += f", recover {t.recover_code}"
-            print(f"[{n}/{count}] {family} {sig} at {at_s:.1f} s ({t.phase}): {took}: "
-                  + ("clean" if not t.problems else "PROBLEMS: " + "; ".join(t.problems)), flush=True)
-    except (OSError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        with counts_as(SetupError, OSError, RuntimeError):  # a proxy, a target or a tool the trials need
+            url = os.environ.get("TOXIPROXY_URL")
+            if "toxics-url" in names and not url:
+                server, url = _toxiproxy_server(out)
+            for name, why in skipped.items():
+                print(f"skipping {name}: {why}", flush=True)
+            names = [n for n in names if n not in skipped]
+            if not names:
+                print("error: no family can run here", file=sys.stderr)
+                return 2
+            it = Interrupter(out, url)
+            for n, (family, sig, at_s) in enumerate(plan(count, a.seed, names), 1):
+                t = it.trial(n, FAMILIES[family], sig, at_s)
+                trials.append(t)
+                took = f"exit {t.exit_code}" + (f" {t.stop_s:.2f} s after it" if t.stop_s is not None else "")
+                if t.recover_code is not None:
+                    took += f", recover {t.recover_code}"
+                print(f"[{n}/{count}] {family} {sig} at {at_s:.1f} s ({t.phase}): {took}: "
+                      + ("clean" if not t.problems else "PROBLEMS: " + "; ".join(t.problems)), flush=True)
     except KeyboardInterrupt:  # the trial under way rolled back; the counts so far still count
         print(f"\ninterrupted after {len(trials)} trial(s)", flush=True)
         interrupted = True

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from ..common import is_loopback, stop_group
+from ..errors import InputError, SetupError, counts_as, handled
 from .abnormal import AbnormalCase, abnormal_cases, check
 from .expectations import differs_from, observed, read_table, verdict, write_table
 from .batch import Destination, normal_request
@@ -326,11 +327,13 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+@handled(stream="stdout")  # this command says everything on stdout, its errors too
 def cmd_selftest(args) -> int:
     def progress(line: str) -> None:
         print(line, flush=True)
 
-    try:
+    # a flag's ValueError is the user's to fix; a server that would not start (LaunchError), the setup's
+    with counts_as(InputError, ValueError), counts_as(SetupError, RuntimeError, OSError):
         if args.url:
             from urllib.parse import urlparse
 
@@ -347,9 +350,6 @@ def cmd_selftest(args) -> int:
                 print("error: --replicas must be between 1 and 8", flush=True)
                 return 2
             result = run_reference(args.replicas, args.preset, progress, args.abnormal)
-    except (ValueError, RuntimeError, OSError) as e:
-        print(f"error: {e}", flush=True)
-        return 2
     print(render(result), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -20,6 +20,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..errors import InputError, counts_as, handled
+
 SLICE_S = 0.01
 PR_SET_PDEATHSIG = 1
 
@@ -131,10 +133,11 @@ class Neighbour:
         self.procs = []
 
 
+@handled
 def cmd_neighbour(a) -> int:
     from ..common import parse_duration
 
-    try:
+    with counts_as(InputError, ValueError):
         total = parse_duration(a.total)
         on = tuple(parse_duration(x) for x in a.on.split("-", 1))
         off = tuple(parse_duration(x) for x in a.off.split("-", 1))
@@ -142,9 +145,6 @@ def cmd_neighbour(a) -> int:
             raise ValueError("--on and --off are ranges: LOW-HIGH, e.g. 20s-90s")
         sched = Schedule.draw(a.seed, total, on, off, start_on={"on": True, "off": False}.get(a.start))
         nb = Neighbour(a.cores, sched, log=lambda line: print(line, flush=True))
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print(f"neighbour: {a.cores:g} cores, seed {a.seed}, on {sched.on_share():.0%} of {total:.0f}s: "
           f"{sched.describe()}", flush=True)
     signal.signal(signal.SIGTERM, nb.stop)

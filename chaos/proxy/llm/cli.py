@@ -11,6 +11,7 @@ import sys
 
 from chaos.common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration, run_event_loop, \
     running_loop_name
+from chaos.errors import InputError, SetupError, counts_as, handled
 
 from .effects import EFFECTS
 
@@ -98,10 +99,12 @@ def load_rules(path: str) -> list[dict]:
     return rules
 
 
+@handled(prefix="chaos proxy llm")  # its errors name it: in a run it writes beside the other processes
 def run(args: argparse.Namespace) -> int:
-    from .rules import RuleError
     from .server import LLMProxy
-    try:
+
+    # a flag's ValueError (a rule's RuleError is one) or KeyError is the user's; an OSError (the --log file) the setup's
+    with counts_as(InputError, ValueError, KeyError), counts_as(SetupError, OSError):
         host, port = parse_listen(args.listen)
         if not is_loopback(host) and not args.allow_remote:
             raise ValueError(f"--listen {host} is not a loopback address: anyone who reaches it can inject faults; "
@@ -110,9 +113,6 @@ def run(args: argparse.Namespace) -> int:
                          header_timeout=args.header_timeout, body_timeout=args.body_timeout)
         for spec in load_rules(args.rules) if args.rules else []:
             proxy.add_rule(spec)
-    except (ValueError, KeyError, RuleError, OSError) as e:
-        print(f"chaos proxy llm: {e}", file=sys.stderr)
-        return 2
     return run_event_loop(_serve(proxy, args.upstream))
 
 
@@ -120,8 +120,7 @@ async def _serve(proxy, upstream: str) -> int:
     try:
         await proxy.start()
     except OSError as e:
-        print(f"chaos proxy llm: cannot listen on {proxy.host}:{proxy.port}: {e}", file=sys.stderr)
-        return 2
+        raise SetupError(f"cannot listen on {proxy.host}:{proxy.port}: {e}") from None  # said by run, exit 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

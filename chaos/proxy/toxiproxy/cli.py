@@ -9,6 +9,7 @@ import signal
 import sys
 
 from chaos.common import is_loopback, run_event_loop, running_loop_name
+from chaos.errors import InputError, counts_as, handled
 
 DESCRIPTION = (
     "Run a Toxiproxy-compatible server: toxiproxy-server 2.12's HTTP API on --host:--port, and the proxies\n"
@@ -65,17 +66,15 @@ def load_populate(populate: str) -> list:
     return items
 
 
+@handled
 def serve(host: str = "127.0.0.1", port: int = 8474, populate: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT, then return 0. `populate`: a proxy list to create first, as JSON text or
     the path of a JSON file (toxiproxy-server's -config). 1 when the API cannot listen, 2 for a config that
     cannot be read."""
     items = None
     if populate is not None:
-        try:
+        with counts_as(InputError, ValueError):
             items = load_populate(populate)
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
     return run_event_loop(_serve(host, port, items))
 
 
