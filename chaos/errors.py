@@ -18,8 +18,9 @@ ValueError` written before still catches what it caught.
 
 Exit codes 1, 3 and 4 are verdicts (verification failed, aborted, not judged), not errors: no class has them.
 
-Every package may import this module, the bundled server (chaos.reference) included: it imports nothing of the
-toolkit, so the server still lifts out with chaos.common and this file.
+Every package may import this module, the bundled server (chaos.reference) and chaos.http1 included: it imports
+nothing of the toolkit, so the server still lifts out with chaos.common, chaos.http1 and this file. The table is
+documented in docs/experiments.md ("Errors and their exit codes"), which a test holds to it.
 """
 
 from __future__ import annotations

@@ -233,3 +233,12 @@ def test_an_experiment_error_prints_each_problem_on_a_line_of_its_own():
 
     e = ExperimentError(["a.yaml:1:1: load: required", "a.yaml:2:3: faults[0].at: a duration"])
     assert render(e) == "error: a.yaml:1:1: load: required\nerror: a.yaml:2:3: faults[0].at: a duration"
+
+
+def test_the_documented_table_is_the_table():
+    """docs/experiments.md's table of kinds says each kind's code as EXIT_CODES gives it ("none": no code)."""
+    import re
+
+    text = (ROOT.parent / "docs" / "experiments.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| (\d+|none) \|", text, re.M))
+    assert rows == {k.__name__: str(EXIT_CODES[k]) if k in EXIT_CODES else "none" for k in KINDS}
