@@ -242,3 +242,72 @@ def test_the_documented_table_is_the_table():
     text = (ROOT.parent / "docs" / "experiments.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `(\w+)` \| [^|]* \| (\d+|none) \|", text, re.M))
     assert rows == {k.__name__: str(EXIT_CODES[k]) if k in EXIT_CODES else "none" for k in KINDS}
+
+
+# -- the command line: real invocations end with the table's code and say what today's commands say ---------------
+def chaos_cli(cwd, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "chaos", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "bad.yaml").write_text("name: x\nload: 3\nfaults: [1]\n")
+    (tmp_path / "log.jsonl").write_text('{"nope": 1}\n')
+    (tmp_path / "rules.json").write_text('[{"name": "x", "effect": "nope"}]')
+    (tmp_path / "empty").mkdir()
+    return tmp_path
+
+
+CLI_CASES = [  # (arguments, the kind whose code it ends with, what it says first, and where)
+    (["run", "missing.yaml"], InputError, "error: missing.yaml: no such file", "stderr"),
+    (["validate", "missing.yaml"], InputError, "error: missing.yaml: no such file", "stderr"),
+    (["run", "bad.yaml", "--dry-run"], InputError, "error: bad.yaml:1:1: (top): missing required key 'target'\n"
+     "error: bad.yaml:3:10: faults[0]: expected object, got int 1\n", "stderr"),  # a problem a line
+    (["run", "bad.yaml", "--var", "NOEQ"], InputError, "error: --var 'NOEQ': write NAME=VALUE, e.g. --var PRESET=tiny",
+     "stderr"),
+    (["recover", "empty"], InputError, "error: empty has no journal.jsonl: is it a run directory (reports/NAME-TIME)?",
+     "stderr"),
+    (["report", "--compare", "empty", "empty"], InputError,
+     "error: empty: no requests.jsonl: give two run directories of `chaos run` or `chaos load`", "stderr"),
+    (["sweep", "http://127.0.0.1:9", "--hold", "0s"], InputError, "error: --hold '0s': hold each level at least 1 s",
+     "stderr"),  # a ValueError of a flag
+    (["replay", "log.jsonl", "http://10.1.2.3:8000"], InputError,
+     "error: http://10.1.2.3:8000 is not on loopback; pass --allow-remote to replay against it", "stderr"),
+    (["load", "missing.yaml"], SetupError,
+     "error: TARGET 'missing.yaml' is neither a URL (http://127.0.0.1:8000) nor a target file", "stderr"),
+    (["proxy", "llm", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9", "--rules", "rules.json"],
+     InputError, "chaos proxy llm: effect: 'nope' is not one of", "stderr"),
+]
+
+
+@pytest.mark.parametrize("args, kind, first, where", CLI_CASES, ids=[" ".join(c[0][:3]) for c in CLI_CASES])
+def test_a_command_ends_an_error_with_the_tables_code(files, args, kind, first, where):
+    r = chaos_cli(files, *args)
+    said = r.stderr if where == "stderr" else r.stdout
+    assert r.returncode == EXIT_CODES[kind], (r.returncode, r.stderr[-800:])
+    assert said.startswith(first) and "Traceback" not in r.stderr, said
+
+
+def test_a_bad_file_is_said_one_problem_a_line_and_a_good_file_still_checked(files):
+    bad = str(files / "bad.yaml")
+    r = chaos_cli(ROOT.parent, "validate", bad, "experiments/kill-instance.yaml")  # its target file is found there
+    assert r.returncode == EXIT_CODES[InputError]
+    errors = [line for line in r.stderr.splitlines() if not line.startswith("warning: ")]  # the good file's advice
+    assert len(errors) == 3 and all(line.startswith(f"error: {bad}:") for line in errors), r.stderr
+    assert "experiments/kill-instance.yaml: ok (experiment)" in r.stdout
+
+
+def test_a_listen_error_of_the_gateway_is_a_setup_error(files):
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = chaos_cli(files, "reference", "gateway", "--port", str(port), "--upstream", "r0=http://127.0.0.1:9")
+    assert r.returncode == EXIT_CODES[SetupError]
+    assert r.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ") and "Traceback" not in r.stderr
