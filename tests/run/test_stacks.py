@@ -62,12 +62,18 @@ def test_a_replica_killed_behind_litellm_gets_the_recovery_figures(killed):
     # r1 is back only after the restart (5 s), its start-up and LiteLLM's cooldown
     assert rec["time_to_restore"]["value"] >= 5.0, rec
     assert "time_to_detect" in rec and "error_budget" in rec
-    # What clients saw, as it is: LiteLLM retries most failed calls on r0, yet passes some up as 500 (one request in
-    # 2 of 4 runs here: a stream cut before its first token, or a call sent to r1 while it was still down): every
-    # failure is LiteLLM's own 500, during the fault.
+    # What clients saw, as it is: LiteLLM retries most failed calls on r0, yet passes some up (one request in 2 of 4
+    # runs when this was written): a 500 for a stream cut before its first token or a call sent to r1 while it was
+    # still down, and, for a stream already flowing when r1 died, a 200 that ends in LiteLLM's error event
+    # (stream_error: "litellm.APIConnectionError ... Response payload is not completed", docs/profiles.md finding 8:
+    # 6 of 15 runs on 2026-12-07 failed the older form of this check, which took only the 500; the 3 whose records
+    # were read had this shape). Every failure is LiteLLM's own, during the fault.
     failed = [r for r in run.records() if r["outcome"] != "ok"]
-    assert all(r["status"] == 500 and (r["error"] or "").startswith("litellm.")
-               and rec["start"] <= r["t_end"] and r["t_start"] <= rec["end"] for r in failed), failed
+    assert all((r["status"] == 500 or (r["status"] == 200 and r["outcome"] == "stream_error"))
+               and (r["error"] or "").startswith("litellm.")
+               and rec["start"] <= r["t_end"] and r["t_start"] <= rec["end"] for r in failed), \
+        [(r["outcome"], r["status"], (r["error"] or "")[:200], r["t_start"], r["t_end"], rec["start"], rec["end"])
+         for r in failed]
     # LiteLLM's own metrics, scraped with the key at the root /metrics: it failed calls on r1 and cooled it down
     lines = [json.loads(x) for x in open(run.dir / "metrics.jsonl")]
     gw = [x for x in lines if x["instance"] == "gw" and x["ok"]]
