@@ -100,7 +100,7 @@ def test_counts_as_gives_a_builtin_error_a_kind_and_keeps_a_kind_that_has_a_code
 # (an `except ValueError` written before still catches it). A class added to chaos/ fails the walk below until it
 # is given a kind here.
 ERRORS = {
-    "chaos.experiment.loader.ExperimentError": (2, None),  # chaos run/validate/gate/gameday: each problem, exit 2
+    "chaos.experiment.located.ExperimentError": (2, None),  # chaos run/validate/gate/gameday: each problem, exit 2
     "chaos.experiment.loader._Refused": (2, None),  # the loader turns it into an ExperimentError
     "chaos.verify.specerror.SpecError": (2, ValueError),  # an ExperimentError of the file's verify: section
     "chaos.plan.slo.SLOError": (2, ValueError),  # chaos capacity --slo

@@ -1,20 +1,19 @@
-"""Rules the schema cannot state: across keys, about addresses and keys, and "would the run build this".
+"""The fourth step of loading: rules the schema cannot state: across keys, about addresses and keys, and "would the run build this".
 
-Each returns problems (file:line:col lines); none raises. A fault type's own rules are its class's `check`
+Each returns problems (file:line:col lines); none raises but check_target and check_experiment, which run them. A fault type's own rules are its class's `check`
 (chaos.faults); semantic_checks adds the ones every fault gets, reading what the class says of itself.
 """
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlparse
 
 from ..common import is_loopback, parse_duration
 from ..faults import FAULT_TYPES
 from ..load.shapes import SHAPES
 from . import schema as S
-from .loader import Located, Path
-from .validation import preview
+from ..verify.spec import SpecError, Verify
+from .located import ExperimentError, Located, Path, locate_target, preview
 
 
 def looks_like_a_key(name: str) -> bool:
@@ -33,20 +32,6 @@ def _host_args(args: list) -> list[tuple[int, str | None]]:
         if "--host".startswith(name):
             out.append((i, value if eq else (args[i + 1] if i + 1 < len(args) else None)))
     return out
-
-
-def key_env_reference(doc: Located, base: Path) -> list[str]:
-    """Before substitution: api_key_env: ${OPENAI_API_KEY} would put the key itself where its name belongs."""
-    d = doc.data
-    for p in base:
-        d = d.get(p) if isinstance(d, dict) else None
-    v = d.get("api_key_env") if isinstance(d, dict) else None
-    if isinstance(v, str) and "${" in v:
-        m = re.search(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", v)
-        name = m.group(1) if m else "NAME"
-        return [doc.problem(base + ("api_key_env",), f"api_key_env takes the variable's NAME: write "
-                                                     f"api_key_env: {name}, not ${{{name}}}")]
-    return []
 
 
 def target_checks(doc: Located, base: Path) -> list[str]:
@@ -213,3 +198,42 @@ def run_would_build(doc: Located, target) -> list[str]:
             problems.append(f"{target.source if not where else doc.where(where)}: gateway: the gateway would "
                             f"refuse these settings: {e}")
     return problems
+
+
+def check_target(doc: Located, base: Path = ()) -> None:
+    """A target's own rules (in its file, or at base in an experiment); raises the problems."""
+    problems = target_checks(doc, base)
+    if problems:
+        raise ExperimentError(problems)
+
+
+def _replay_file(doc: Located) -> list[str]:
+    """load.replay found beside the experiment (or in the current directory), the path put in its place."""
+    load = doc.data["load"]
+    if not isinstance(load.get("replay"), str):
+        return []
+    found = locate_target(load["replay"], doc.file)
+    if found is None:
+        return [doc.problem(("load", "replay"), f"replay file {load['replay']!r} not found (looked beside "
+                                                f"{doc.file} and in the current directory)")]
+    load["replay"] = found
+    return []
+
+
+def verify_problems(doc: Located) -> list[str]:
+    """The problems (file:line:col) of the values the verify: section's own checks refuse."""
+    try:
+        Verify.from_dict(doc.data.get("verify"))
+    except SpecError as e:
+        return [doc.problem(("verify", *path), message) for path, message in e.problems]
+    return []
+
+
+def check_experiment(doc: Located, target, target_doc: Located, target_base: Path) -> None:
+    """The target's rules (target_doc at target_base: its own file, or the experiment's target:), then the
+    experiment's with that target; raises the problems."""
+    check_target(target_doc, target_base)
+    problems = semantic_checks(doc, target) + _replay_file(doc) + verify_problems(doc)
+    problems = problems or run_would_build(doc, target)
+    if problems:
+        raise ExperimentError(problems)

@@ -1,4 +1,5 @@
-"""Read YAML experiment and target files with positions, so every error names file:line:column.
+"""The first step of loading: read YAML experiment and target files with positions, so every error names
+file:line:column.
 
 Reading is bounded: a file is at most MAX_BYTES, MAX_NODES values (counted after aliases are expanded, so an
 alias bomb stops at the limit instead of filling memory), MAX_DEPTH deep and MAX_ALIASES alias uses; an alias
@@ -9,7 +10,6 @@ fixing a file sees all of them.
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 
@@ -19,6 +19,10 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from ..errors import InputError
+from . import schema as S
+# Re-exported: the commands, the suite and the tests name the error and the document by this module, the first
+# step of loading; they live in .located so that no later step calls back into this one.
+from .located import ExperimentError, Located, Path, dotted, locate_target  # noqa: F401
 
 MAX_BYTES = 256 * 1024  # the largest shipped file is ~2 KB
 MAX_NODES = 10_000
@@ -29,45 +33,6 @@ MAX_ALIASES = 100
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 PLAIN_COLLECTIONS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
-
-
-class ExperimentError(InputError):
-    """Invalid input: each problem is one line 'file:line:col: key: message'."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-    def lines(self) -> list[str]:
-        return self.problems  # one 'error: ' line a problem, even one whose text holds a newline
-
-
-Path = tuple  # keys and indices from the document root
-
-
-class Located:
-    """A parsed document and where each value (and each mapping key) sits in its file."""
-
-    def __init__(self, file: str, data, values: dict, keys: dict):
-        self.file, self.data, self.values, self.keys = file, data, values, keys
-
-    def where(self, path: Path, key: bool = False) -> str:
-        table = self.keys if key else self.values
-        p = tuple(path)
-        while p not in table and p:
-            p = p[:-1]
-        line, col = table.get(p, (1, 1))
-        return f"{self.file}:{line}:{col}"
-
-    def problem(self, path: Path, message: str, key: bool = False) -> str:
-        return f"{self.where(path, key)}: {dotted(path) or '(top)'}: {message}"
-
-
-def dotted(path: Path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
 
 
 class _Refused(InputError):
@@ -278,29 +243,43 @@ def read_file(path: str, role: str = "an experiment or target") -> Located:
     return parse_yaml(text, path, role)
 
 
-def nonfinite(doc: Located) -> list[str]:
-    """Every float that is not finite (.inf, .nan): no setting here means infinity, and NaN passes every
-    comparison the schema makes."""
-    problems: list[str] = []
-
-    def walk(v, path):
-        if isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, path + (k,))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                walk(x, path + (i,))
-        elif isinstance(v, float) and not math.isfinite(v):
-            problems.append(doc.problem(path, f"{v!r} is not a finite number; give a finite value in the "
-                                              f"range the key allows (see `chaos schema`)"))
-
-    walk(doc.data, ())
-    return problems
+EXPERIMENT_KEYS = ("name", "target", "load")
 
 
-def locate_target(ref: str, experiment_file: str) -> str | None:
-    for candidate in (os.path.join(os.path.dirname(os.path.abspath(experiment_file)), ref),
-                      os.path.join(os.path.dirname(os.path.abspath(experiment_file)), "..", ref), ref):
-        if os.path.isfile(candidate):
-            return os.path.normpath(candidate)
-    return None
+def is_target(data) -> bool:
+    return isinstance(data, dict) and "kind" in data
+
+
+def read_experiment(path: str) -> Located:
+    """An experiment file read, or refused when it is not one (a target file named by mistake gets a hint)."""
+    doc = read_file(path, role="an experiment")
+    if not isinstance(doc.data, dict) or not any(k in doc.data for k in EXPERIMENT_KEYS):
+        hint = " (this is a target file: name it from an experiment with target: FILE)" if is_target(
+            doc.data) else ""
+        raise ExperimentError([f"{path}:1:1: not an experiment file: an experiment is a YAML mapping with "
+                               f"name:, target: and load: at its top level{hint}"])
+    return doc
+
+
+def read_target(path_or_doc) -> Located:
+    """A target file read (or one already read), or refused when it is not one."""
+    doc = read_file(path_or_doc, role="a target") if isinstance(path_or_doc, str) else path_or_doc
+    if not is_target(doc.data):
+        # Never quote what the file holds: it may be any file at all (target: /etc/shadow).
+        raise ExperimentError([f"{doc.file}:1:1: not a target file: a target file is a YAML mapping with kind: "
+                               f"({', '.join(sorted(S.TARGET_KINDS))}) at its top level"])
+    return doc
+
+
+def read_named_target(doc: Located, ref: str, overridden: bool) -> Located:
+    """The target file an experiment names (or the one given to run it against instead), found beside the
+    experiment or in the current directory, read."""
+    path = doc.file
+    found = locate_target(ref, path)
+    if found is None and overridden:
+        raise ExperimentError([f"target file {ref!r} not found (given to run {path} against; looked in the "
+                               f"current directory and beside the experiment)"])
+    if found is None:
+        raise ExperimentError([doc.problem(("target",), f"target file {ref!r} not found (looked beside "
+                                                        f"{path} and in the current directory)")])
+    return read_target(found)

@@ -1,4 +1,10 @@
-"""Experiments as typed objects, built from validated files with semantic checks of their own.
+"""Experiments as typed objects: the last step of loading, and the pipeline that runs the steps.
+
+Loading runs in one direction, each step a function in its own file: read (loader: bounded YAML with
+positions), substitute (variables: ${NAME}), validate (validation: the JSON Schema), check (checks: the rules
+the schema cannot state), build (here: the typed model). An experiment's target file is a second document: it
+goes through the same read, substitute and validate after the experiment's, and its checks run first in the
+check step, so every problem comes out in the order it always has.
 
 Everything a run may write about an experiment comes from its public form: labels (description, names) and
 `resolved` have secret variables (and secret-named env: entries) masked, and `mask` scrubs them (and the API
@@ -13,17 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
+from .checks import check_experiment, check_target, load_duration
+from .loader import read_experiment, read_named_target, read_target
+from .located import ExperimentError, Located
+from .validation import validate_document, validate_experiment
+from .variables import Masker, Variables, declared, substitute_experiment, substitute_target
 from . import schema as S
-from .checks import key_env_reference, load_duration, run_would_build, semantic_checks, target_checks
-from .loader import ExperimentError, Located, locate_target, nonfinite, read_file
-from .validation import validate
-from .variables import Masker, Variables, mask_env, substitute
-from ..verify.spec import SLO, SpecError, Verify
+from ..verify.spec import SLO, Verify
 
 __all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_experiment", "load_target"]
-
-EXPERIMENT_KEYS = ("name", "target", "load")
-
 
 @dataclass(slots=True)
 class TargetSpec:
@@ -78,16 +82,6 @@ class Experiment:
 DURATION_PARAMS = {"restart_after", "duration"}
 
 
-def _is_target(data) -> bool:
-    return isinstance(data, dict) and "kind" in data
-
-
-def _not_a_target(file: str) -> ExperimentError:
-    # Never quote what the file holds: it may be any file at all (target: /etc/shadow).
-    return ExperimentError([f"{file}:1:1: not a target file: a target file is a YAML mapping with kind: "
-                            f"({', '.join(sorted(S.TARGET_KINDS))}) at its top level"])
-
-
 @contextmanager
 def _scrubbed(variables: Variables):
     """Problems leave through the mask of every secret the document and its target file hold: the one way
@@ -98,33 +92,42 @@ def _scrubbed(variables: Variables):
         raise ExperimentError(variables.masker()(e.problems)) from None
 
 
-def _target_doc(doc: Located, variables: Variables) -> object:
-    """Substitute and validate a target file; returns its public form."""
-    own = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
-    tvars = variables.with_defaults(own)
-    problems = key_env_reference(doc, ())
-    if problems:
-        raise ExperimentError(problems)
-    problems, public = substitute(doc, tvars)
-    mask_env(doc.data, public, tvars)
-    problems = problems or nonfinite(doc) or validate(doc, S.TARGET_FILE, mask=tvars.masker())
-    problems = problems or target_checks(doc, ())
-    if problems:
-        raise ExperimentError(problems)
-    return public
-
-
 def load_target(path_or_doc, cli_vars: dict | None = None) -> tuple[TargetSpec, dict]:
-    doc = read_file(path_or_doc, role="a target") if isinstance(path_or_doc, str) else path_or_doc
-    if not _is_target(doc.data):
-        raise _not_a_target(doc.file)
+    """A target file (or one already read) through the pipeline: read, substitute, validate, check, build."""
+    doc = read_target(path_or_doc)
     variables = Variables({}, cli_vars)
     with _scrubbed(variables):
-        public = _target_doc(doc, variables)
-    return _target_spec(doc.data, doc.file, public), doc.data
+        public, tvars = substitute_target(doc, variables)
+        validate_document(doc, S.TARGET_FILE, mask=tvars.masker())
+        check_target(doc)
+        return build_target(doc.data, doc.file, public), doc.data
 
 
-def _target_spec(d: dict, source: str, public: dict) -> TargetSpec:
+def load_experiment(path: str, cli_vars: dict[str, str] | None = None, target: str | None = None) -> Experiment:
+    """An experiment file through the pipeline: read, substitute, validate (and its target file the same way),
+    check, build. target: a target file to run the experiment against instead of the one it names (`chaos run
+    --target`, the gate's baseline and candidate); looked for beside the experiment, then in the current
+    directory."""
+    doc = read_experiment(path)
+    variables = Variables(declared(doc.data), cli_vars)
+    with _scrubbed(variables):
+        public = substitute_experiment(doc, variables)
+        validate_experiment(doc, public, variables.masker(), inline_target=target is None)
+        tref = doc.data["target"] if target is None else target
+        if isinstance(tref, str):  # a file: validated against the target schema, with its own positions
+            tdoc = read_named_target(doc, tref, overridden=target is not None)
+            target_public, tvars = substitute_target(tdoc, variables)
+            validate_document(tdoc, S.TARGET_FILE, mask=tvars.masker())
+            spec = build_target(tdoc.data, tdoc.file, target_public)
+            check_experiment(doc, spec, tdoc, ())
+        else:
+            target_public = public["target"]
+            spec = build_target(tref, path, target_public)
+            check_experiment(doc, spec, doc, ("target",))
+        return build_experiment(doc, public, spec, target_public, variables)
+
+
+def build_target(d: dict, source: str, public: dict) -> TargetSpec:
     return TargetSpec(kind=d["kind"], name=public.get("name") or d["kind"], settings=d, source=source,
                       replicas=int(d.get("replicas", 1)),
                       startup_timeout=parse_duration(d.get("startup_timeout", 120 if d["kind"] == "docker" else 60)),
@@ -132,88 +135,15 @@ def _target_spec(d: dict, source: str, public: dict) -> TargetSpec:
                       allow_remote=d.get("allow_remote", False))
 
 
-def _verify(doc: Located) -> tuple[Verify, list[str]]:
-    """The typed verify: section, or the problems (file:line:col) of the values its checks refuse."""
-    try:
-        return Verify.from_dict(doc.data.get("verify")), []
-    except SpecError as e:
-        return Verify(), [doc.problem(("verify", *path), message) for path, message in e.problems]
-
-
 def _metrics_interval(v) -> float:
     """metrics: {interval: ...} as validated: 0, false (YAML's off), "off" and "0s" turn scraping off."""
     return 0.0 if v in (0, False, "off", "0s") else parse_duration(v)
 
 
-def load_experiment(path: str, cli_vars: dict[str, str] | None = None, target: str | None = None) -> Experiment:
-    """target: a target file to run the experiment against instead of the one it names (`chaos run --target`,
-    the gate's baseline and candidate); looked for beside the experiment, then in the current directory."""
-    doc = read_file(path, role="an experiment")
-    if not isinstance(doc.data, dict) or not any(k in doc.data for k in EXPERIMENT_KEYS):
-        hint = " (this is a target file: name it from an experiment with target: FILE)" if _is_target(
-            doc.data) else ""
-        raise ExperimentError([f"{path}:1:1: not an experiment file: an experiment is a YAML mapping with "
-                               f"name:, target: and load: at its top level{hint}"])
-    declared = doc.data.get("vars") if isinstance(doc.data.get("vars"), dict) else {}
-    variables = Variables(declared, cli_vars)
-    with _scrubbed(variables):
-        return _experiment(doc, path, variables, target)
-
-
-def _experiment(doc: Located, path: str, variables: Variables, target_override: str | None = None) -> Experiment:
-    problems = key_env_reference(doc, ("target",))
-    if problems:
-        raise ExperimentError(problems)
-    problems, public = substitute(doc, variables)
-    if isinstance(doc.data, dict) and isinstance(public, dict):
-        mask_env(doc.data.get("target"), public.get("target"), variables)
-    if problems:  # the unresolved values would only add confusing type errors
-        raise ExperimentError(problems)
-    problems = nonfinite(doc) or validate(doc, S.EXPERIMENT, mask=variables.masker())
-    if problems:
-        raise ExperimentError(problems)
+def build_experiment(doc: Located, public: dict, target: TargetSpec, target_public: dict,
+                     variables: Variables) -> Experiment:
+    """The typed experiment from a checked document (and its public form, and its built target)."""
     d = doc.data
-    if public["name"] != d["name"]:
-        raise ExperimentError([doc.problem(("name",), "a secret variable cannot be part of the name: the name "
-                                                      "is written into the run directory's path")])
-
-    # The target: a file (validated against the target schema, with its own positions) or inline.
-    tref = d["target"] if target_override is None else target_override
-    if isinstance(tref, str):
-        found = locate_target(tref, path)
-        if found is None and target_override is not None:
-            raise ExperimentError([f"target file {tref!r} not found (given to run {path} against; looked in the "
-                                   f"current directory and beside the experiment)"])
-        if found is None:
-            raise ExperimentError([doc.problem(("target",), f"target file {tref!r} not found (looked beside "
-                                                            f"{path} and in the current directory)")])
-        tdoc = read_file(found, role="a target")
-        if not _is_target(tdoc.data):
-            raise _not_a_target(found)
-        target_public = _target_doc(tdoc, variables)
-        target = _target_spec(tdoc.data, found, target_public)
-    else:
-        tprobs = validate(doc, S.TARGET_FILE, base=("target",), mask=variables.masker())
-        tprobs = tprobs or target_checks(doc, ("target",))
-        if tprobs:
-            raise ExperimentError(tprobs)
-        target_public = public["target"]
-        target = _target_spec(tref, path, target_public)
-
-    problems += semantic_checks(doc, target)
-    if isinstance(d["load"].get("replay"), str):
-        found = locate_target(d["load"]["replay"], path)
-        if found is None:
-            problems.append(doc.problem(("load", "replay"), f"replay file {d['load']['replay']!r} not found "
-                                                            f"(looked beside {path} and in the current directory)"))
-        else:
-            d["load"]["replay"] = found
-    verify, vprobs = _verify(doc)
-    problems += vprobs
-    problems = problems or run_would_build(doc, target)
-    if problems:
-        raise ExperimentError(problems)
-
     ss = d.get("steady_state") or {}
     faults = []
     for i, f in enumerate(d.get("faults") or []):
@@ -224,10 +154,10 @@ def _experiment(doc: Located, path: str, variables: Variables, target_override: 
     abort = d.get("abort_when") or {}
     resolved = copy.deepcopy(public)
     resolved["target"] = copy.deepcopy(target_public)
-    return Experiment(name=d["name"], description=public.get("description", ""), path=path, target=target,
+    return Experiment(name=d["name"], description=public.get("description", ""), path=doc.file, target=target,
                       load=d["load"], steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
-                      faults=faults, verify=verify,
+                      faults=faults, verify=Verify.from_dict(d.get("verify")),
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
                       abort_stops={k: abort[k] for k in ("metrics", "prometheus") if k in abort},

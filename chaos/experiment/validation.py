@@ -1,4 +1,4 @@
-"""Check a located document against the schema; each problem is one line with file:line:col and what to write.
+"""The third step of loading: check a located document against the schema; each problem is one line with file:line:col and what to write.
 
 Two additions to JSON Schema, because YAML is not JSON: an integer is an int (3.0 is refused, where JSON Schema
 would take it), and the keyword `x-chaos` checks what a pattern cannot: the range of a duration or percentage
@@ -8,12 +8,14 @@ written as text ("9000000h", "150%") and the order of a token range ("80-30").
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
-from .loader import Located, Path
+from . import schema as S
+from .located import ExperimentError, Located, Path, preview
 
 SECRET_KEYS = ("api_key", "key", "token", "password", "secret")
 RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -123,11 +125,6 @@ def range_text(schema: dict) -> str:
     return ", ".join(x for x in (low, high) if x) or "in range"
 
 
-def preview(secret: str) -> str:
-    """At most the first 4 characters of something that may be a key, and its length."""
-    return f"{secret[:4]!r}... ({len(secret)} characters)" if len(secret) > 4 else f"({len(secret)} characters)"
-
-
 def _message(err: ValidationError, path: Path, mask) -> str:
     # The value is masked before it is quoted and clipped: a clipped secret would no longer match the mask.
     v, inst = err.validator, mask(err.instance)
@@ -203,3 +200,43 @@ def validate(doc: Located, root_schema: dict, base: Path = (), mask=None) -> lis
                 seen.add(line)
                 problems.append(line)
     return problems
+
+
+def nonfinite(doc: Located) -> list[str]:
+    """Every float that is not finite (.inf, .nan): no setting here means infinity, and NaN passes every
+    comparison the schema makes. After substitution: ${X} may bring one in."""
+    problems: list[str] = []
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, path + (k,))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, path + (i,))
+        elif isinstance(v, float) and not math.isfinite(v):
+            problems.append(doc.problem(path, f"{v!r} is not a finite number; give a finite value in the "
+                                              f"range the key allows (see `chaos schema`)"))
+
+    walk(doc.data, ())
+    return problems
+
+
+def validate_document(doc: Located, schema: dict, mask=None) -> None:
+    """A whole document (a target file, a suite) against its schema; raises its problems."""
+    problems = nonfinite(doc) or validate(doc, schema, mask=mask)
+    if problems:
+        raise ExperimentError(problems)
+
+
+def validate_experiment(doc: Located, public: dict, mask, inline_target: bool) -> None:
+    """An experiment against its schema and, when the run takes the target written in it (inline_target: no
+    other target file given), that target against the target's; raises the problems."""
+    validate_document(doc, S.EXPERIMENT, mask=mask)
+    if public["name"] != doc.data["name"]:
+        raise ExperimentError([doc.problem(("name",), "a secret variable cannot be part of the name: the name "
+                                                      "is written into the run directory's path")])
+    if inline_target and isinstance(doc.data["target"], dict):
+        problems = validate(doc, S.TARGET_FILE, base=("target",), mask=mask)
+        if problems:
+            raise ExperimentError(problems)

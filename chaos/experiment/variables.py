@@ -1,4 +1,4 @@
-"""${NAME} in experiment and target files, and keeping secret values out of everything a run writes.
+"""The second step of loading: ${NAME} in experiment and target files, and keeping secret values out of everything a run writes.
 
 A file may use only the variables it declares: under `vars:` (with a default), or in place with
 `${NAME:-default}`, or given on the command line with --var. The environment supplies values only for names
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from .loader import Located
+from .located import ExperimentError, Located, Path
 
 VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -38,7 +38,6 @@ def _text(v) -> str:
 def cli_vars(items) -> dict[str, str]:
     """The --var NAME=VALUE items every command takes; a bad item is refused as a bad file's line is."""
     from ..common import parse_vars
-    from .loader import ExperimentError
 
     try:
         return parse_vars(items)
@@ -162,6 +161,51 @@ def substitute(doc: Located, variables: Variables) -> tuple[list[str], object]:
 
     doc.data, public = walk(doc.data, ())
     return problems, public
+
+
+def key_env_reference(doc: Located, base: Path) -> list[str]:
+    """Before substitution: api_key_env: ${OPENAI_API_KEY} would put the key itself where its name belongs."""
+    d = doc.data
+    for p in base:
+        d = d.get(p) if isinstance(d, dict) else None
+    v = d.get("api_key_env") if isinstance(d, dict) else None
+    if isinstance(v, str) and "${" in v:
+        m = re.search(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", v)
+        name = m.group(1) if m else "NAME"
+        return [doc.problem(base + ("api_key_env",), f"api_key_env takes the variable's NAME: write "
+                                                     f"api_key_env: {name}, not ${{{name}}}")]
+    return []
+
+
+def declared(data) -> dict:
+    """A document's own vars: (a mapping, or nothing: the schema refuses anything else later)."""
+    return data.get("vars") if isinstance(data, dict) and isinstance(data.get("vars"), dict) else {}
+
+
+def substitute_experiment(doc: Located, variables: Variables) -> dict:
+    """The experiment with its ${NAME}s replaced in place; returns its public form. Raises the problems."""
+    problems = key_env_reference(doc, ("target",))
+    if problems:
+        raise ExperimentError(problems)
+    problems, public = substitute(doc, variables)
+    mask_env(doc.data.get("target"), public.get("target"), variables)
+    if problems:  # the unresolved values would only add confusing type errors
+        raise ExperimentError(problems)
+    return public
+
+
+def substitute_target(doc: Located, variables: Variables) -> tuple[dict, Variables]:
+    """A target file with its ${NAME}s replaced in place, over its own vars: (the experiment's values win);
+    returns its public form and the variables it saw. Raises the problems."""
+    tvars = variables.with_defaults(declared(doc.data))
+    problems = key_env_reference(doc, ())
+    if problems:
+        raise ExperimentError(problems)
+    problems, public = substitute(doc, tvars)
+    mask_env(doc.data, public, tvars)
+    if problems:
+        raise ExperimentError(problems)
+    return public, tvars
 
 
 class Masker:

@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..experiment import schema as S
-from ..experiment.loader import ExperimentError, Located, locate_target, nonfinite, read_file
-from ..experiment.validation import validate
+from ..experiment.loader import read_file
+from ..experiment.located import ExperimentError, Located, locate_target
+from ..experiment.validation import validate_document
 
 NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
         "description": "letters, digits, . _ -; names the run's folder"}
@@ -81,9 +82,8 @@ def load_suite(path: str, cli_vars: dict[str, str] | None = None, target: str | 
     if not isinstance(doc.data, dict) or "experiments" not in doc.data:
         raise ExperimentError([f"{path}:1:1: not a suite file: a suite is a YAML mapping with name: and "
                                f"experiments: (a list of {{file: EXPERIMENT}}) at its top level"])
-    problems = nonfinite(doc) or validate(doc, SUITE)
-    if problems:
-        raise ExperimentError(problems)
+    validate_document(doc, SUITE)
+    problems: list[str] = []
     d = doc.data
     common = {k: _text(v) for k, v in (d.get("vars") or {}).items()}
     entries, seen = [], {}
