@@ -10,9 +10,9 @@ from urllib.parse import urlparse
 
 from ..common import is_loopback, parse_duration
 from ..faults import FAULT_TYPES
-from ..load.shapes import SHAPES
 from . import schema as S
 from ..verify.spec import SpecError, Verify
+from .loadspec import LoadSpec, conflicts, load_config, load_duration
 from .located import ExperimentError, Located, Path, locate_target, preview
 
 
@@ -100,26 +100,11 @@ def target_checks(doc: Located, base: Path) -> list[str]:
     return problems
 
 
-def load_duration(load: dict) -> float:
-    """How long a load: section runs (its steps, or its duration)."""
-    if "steps" in load:
-        return len(load["steps"]) * parse_duration(load.get("step_duration", "30s"))
-    return parse_duration(load.get("duration", "60s"))
-
-
 def semantic_checks(doc: Located, target) -> list[str]:
     d, problems = doc.data, []
     load = d["load"]
-    shapes = [k for k in SHAPES if k in load]
-    if len(shapes) > 1:
-        problems.append(doc.problem(("load", shapes[1]), f"choose one load shape, not {' and '.join(shapes)}"))
-    if "workload" in load and "mix" in load:
-        problems.append(doc.problem(("load", "mix"), "give workload or mix, not both"))
-    for name in (load.get("mix") or {}):
-        if name not in S.LOAD["properties"]["workload"]["enum"]:
-            problems.append(doc.problem(("load", "mix", name), f"unknown workload {name!r}", key=True))
-    if (load.get("workload") == "replay" or "replay_speed" in load) and "replay" not in load:
-        problems.append(doc.problem(("load",), "the replay workload needs load.replay: FILE"))
+    problems += [doc.problem(("load", *path), message, key=key) for path, message, key
+                 in conflicts(load, S.LOAD["properties"]["workload"]["enum"])]
     total = load_duration(load)
     for i, f in enumerate(d.get("faults") or []):
         cls = FAULT_TYPES[f["type"]]
@@ -168,9 +153,8 @@ def run_would_build(doc: Located, target) -> list[str]:
     problems = []
     try:
         from ..load.workloads import Workload
-        from .loadspec import load_config
 
-        cfg = load_config(doc.data["load"], ["http://127.0.0.1:9"], None, None, ".")
+        cfg = load_config(LoadSpec.from_dict(doc.data["load"]), ["http://127.0.0.1:9"], None, None, ".")
         # The sizes the workloads can hit (a case's own text and template set a floor), counted as the run may:
         # the run counts exactly for any server that says it is llm-chaos's (a process or openai target may be
         # running `chaos reference serve`), estimated for others, so any other kind must meet both floors. The

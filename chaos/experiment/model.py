@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
-from .checks import check_experiment, check_target, load_duration
+from .checks import check_experiment, check_target
+from .loadspec import LoadSpec
 from .loader import read_experiment, read_named_target, read_target
 from .located import ExperimentError, Located
 from .validation import validate_document, validate_experiment
@@ -61,7 +62,7 @@ class Experiment:
     description: str
     path: str
     target: TargetSpec
-    load: dict
+    load: LoadSpec
     steady_window: float = 10.0
     steady_slo: SLO = field(default_factory=SLO)
     steady_health: bool = True
@@ -76,7 +77,7 @@ class Experiment:
 
     @property
     def load_duration(self) -> float:
-        return load_duration(self.load)
+        return self.load.seconds
 
 
 DURATION_PARAMS = {"restart_after", "duration"}
@@ -155,7 +156,7 @@ def build_experiment(doc: Located, public: dict, target: TargetSpec, target_publ
     resolved = copy.deepcopy(public)
     resolved["target"] = copy.deepcopy(target_public)
     return Experiment(name=d["name"], description=public.get("description", ""), path=doc.file, target=target,
-                      load=d["load"], steady_window=parse_duration(ss.get("window", "10s")),
+                      load=LoadSpec.from_dict(d["load"]), steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
                       faults=faults, verify=Verify.from_dict(d.get("verify")),
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,

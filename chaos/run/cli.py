@@ -94,7 +94,7 @@ def cmd_run(a) -> int:
     if a.dry_run:
         print(f"{exp.name}: {exp.description}")
         print(f"target: {exp.target.kind} ({exp.target.replicas} instance(s)) from {exp.target.source}")
-        print(f"load: {json.dumps(exp.mask(exp.load))} for {exp.load_duration:g}s")
+        print(f"load: {json.dumps(exp.mask(exp.load.to_dict()))} for {exp.load_duration:g}s")
         for f in exp.faults:
             print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(exp.mask(f.params))}")
         _print_links(exp)

@@ -98,7 +98,7 @@ class Runner:
         self.notes: list[str] = []
         self.gate = None  # (passed, detail) of the steady-state gate
         self.reason: str | None = None
-        self.rng = random.Random(exp.load.get("seed", 0))
+        self.rng = random.Random(exp.load.seed)
         self.ctx = FaultContext(rng=self.rng, should_stop=lambda: self.signals > 1,
                                 log=lambda m: self.view.event("note", m))
         self.run_id = run_id_for(self.run_dir)

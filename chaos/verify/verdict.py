@@ -99,7 +99,7 @@ def run_checks(exp, records, facts: RunFacts) -> list[V.Check]:
     if v.latency_growth is not None:
         from .growth import growth_check
 
-        out.append(growth_check(records, exp.load, v.latency_growth))
+        out.append(growth_check(records, exp.load.to_dict(), v.latency_growth))
     if v.stability is not None:  # output stability through the faults (docs/stability.md)
         from .stability import fault_phases, stability_checks
 

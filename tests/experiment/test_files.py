@@ -38,7 +38,7 @@ def problems(tmp_path, text, **kw):
 def test_shipped_experiments_are_valid(path):
     exp = load_experiment(path)
     # each verifies something about a fault: one on the schedule, a replayed log's bad input, or input growth
-    assert exp.verify.asked() and (exp.faults or exp.load.get("replay") or exp.verify.latency_growth)
+    assert exp.verify.asked() and (exp.faults or exp.load.replay or exp.verify.latency_growth)
 
 
 @pytest.mark.parametrize("experiment", ["experiments/kill-instance.yaml", "experiments/all-primaries-down.yaml"])
@@ -134,11 +134,11 @@ def test_semantic_checks_instance_and_timing(tmp_path):
 def test_variables_from_file_env_and_cli(tmp_path, monkeypatch):
     text = "vars: {U: 3}\n" + GOOD.replace("load: {workload: chat, users: 2, duration: 10s}",
                                            "load:\n  users: ${U}\n  duration: ${D:-12s}")
-    assert load_experiment(write(tmp_path, text)).load["users"] == 3
+    assert load_experiment(write(tmp_path, text)).load.users == 3
     monkeypatch.setenv("U", "4")
-    assert load_experiment(write(tmp_path, text)).load["users"] == 4
+    assert load_experiment(write(tmp_path, text)).load.users == 4
     exp = load_experiment(write(tmp_path, text), {"U": "5", "D": "20s"})
-    assert exp.load["users"] == 5 and exp.load_duration == 20
+    assert exp.load.users == 5 and exp.load_duration == 20
     monkeypatch.setenv("D", "30s")  # declared in place only: its default or a --var, never the environment
     assert load_experiment(write(tmp_path, text)).load_duration == 12
     (p,) = problems(tmp_path, GOOD.replace("users: 2", "users: '${NOPE}'"))

@@ -151,7 +151,7 @@ def test_the_api_key_is_never_copied_into_the_experiment(tmp_path, monkeypatch):
     p.write_text(OPENAI_EXP.replace("BASE", "http://127.0.0.1:9"))
     exp = load_experiment(str(p))
     assert exp.target.settings["api_key_env"] == "LLM_TEST_API_KEY"
-    assert key not in json.dumps(exp.resolved) + json.dumps(exp.target.settings) + json.dumps(exp.load)
+    assert key not in json.dumps(exp.resolved) + json.dumps(exp.target.settings) + json.dumps(exp.load.to_dict())
     assert exp.mask(f"Authorization: Bearer {key}") == f"Authorization: Bearer {MASK}"  # read when called
     from chaos.targets import make_target
 

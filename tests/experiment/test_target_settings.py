@@ -150,7 +150,7 @@ def test_input_tokens_below_the_exact_floor_are_refused_for_any_target_that_may_
         assert "load: the run would refuse this load: input_tokens 10 is below" in msg and "exactly" in msg, msg
     floor = int(re.search(r"ask for at least (\d+)", msg).group(1))
     p.write_text(FLOOR.replace("TARGET", TARGETS["process"]).replace("INPUT", str(floor)))
-    assert load_experiment(str(p)).load["input_tokens"] == floor
+    assert load_experiment(str(p)).load.input_tokens == floor
     run_dir = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "chaos", "run", str(p), "--out", str(run_dir), "--json"],
                        capture_output=True, text=True, timeout=300)

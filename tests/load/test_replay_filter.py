@@ -12,7 +12,7 @@ import pytest
 from chaos.load.replay.notes import replay_notes
 from chaos.load.replay.opts import ReplayOptions
 from chaos.replay import ReplayFilter, count_body
-from chaos.experiment.loadspec import load_config
+from chaos.experiment.loadspec import LoadSpec, load_config
 
 from .scripted_server import ScriptedServer
 
@@ -53,13 +53,13 @@ def test_the_filter_text_and_the_experiment_key_parse_and_refuse_what_they_canno
                      ("min_input_tokens=9 max_input_tokens=3", "above max_input_tokens")):
         with pytest.raises(ValueError, match=why):
             ReplayFilter.parse(bad)
-    cfg = load_config({"workload": "replay", "replay": "log.jsonl", "replay_scrub": True,
-                       "replay_filter": {"status": [400], "max_input_tokens": 100}}, ["http://127.0.0.1:9"], None,
+    cfg = load_config(LoadSpec(workload="replay", replay="log.jsonl", replay_scrub=True,
+                               replay_filter={"status": [400], "max_input_tokens": 100}), ["http://127.0.0.1:9"], None,
                       None, ".")
     spec = cfg.workload[0][0]
     assert ReplayOptions.of(spec.extra) == ReplayOptions(True, {"status": [400], "max_input_tokens": 100})
     with pytest.raises(ValueError, match="unknown replay filter key"):
-        load_config({"replay": "x", "replay_filter": {"code": "x"}}, ["http://127.0.0.1:9"], None, None, ".")
+        load_config(LoadSpec(replay="x", replay_filter={"code": "x"}), ["http://127.0.0.1:9"], None, None, ".")
 
 
 @pytest.mark.parametrize("timed", [True, False])

@@ -308,14 +308,14 @@ def test_no_ignore_eos_flag_and_the_experiment_switch_reach_the_load_config():
     import argparse
 
     from chaos.plan.loadcli import build_config, register
-    from chaos.experiment.loadspec import load_config
+    from chaos.experiment.loadspec import LoadSpec, load_config
 
     p = argparse.ArgumentParser()
     register(p.add_subparsers(), argparse.HelpFormatter)
     on = build_config(p.parse_args(["load", "http://127.0.0.1:9", "--output-tokens", "64"]))
     off = build_config(p.parse_args(["load", "http://127.0.0.1:9", "--output-tokens", "64", "--no-ignore-eos"]))
     assert on.ignore_eos is True and off.ignore_eos is False
-    cfg = load_config({"workload": "chat", "users": 2, "duration": "5s"}, ["http://127.0.0.1:9"], None, None, "/tmp/x",
+    cfg = load_config(LoadSpec(workload="chat", users=2, duration="5s"), ["http://127.0.0.1:9"], None, None, "/tmp/x",
                       ignore_eos=False)
     assert cfg.ignore_eos is False
 
