@@ -118,11 +118,11 @@ def semantic_checks(doc: Located, target) -> list[str]:
                                                                f"{target.kind}"))
         problems += [doc.problem(("faults", i, *path), message) for path, message in cls.check(f, target)]
         inst = f.get("instance")
-        backups = ((target.settings.get("gateway") or {}).get("backup") or {}).get("replicas", 0)
+        backups = ((target.gateway or {}).get("backup") or {}).get("replicas", 0)
         ids = ({f"r{k}" for k in range(target.replicas)} | {f"b{k}" for k in range(backups)}
-               | ({"gw"} if target.settings.get("gateway") is not None else set()))
+               | ({"gw"} if target.gateway is not None else set()))
         if target.kind == "stack":
-            ids = {f"r{k}" for k in range(target.replicas)} | ({"gw"} if "gateway" in target.settings else set())
+            ids = {f"r{k}" for k in range(target.replicas)} | ({"gw"} if target.gateway is not None else set())
         if target.kind in ("reference", "stack") and isinstance(inst, str) and inst not in ("random", "all") \
                 and inst not in ids:
             problems.append(doc.problem(("faults", i, "instance"), f"no instance {inst!r}; this target has "
@@ -170,7 +170,7 @@ def run_would_build(doc: Located, target) -> list[str]:
                 raise
     except (ValueError, TypeError, RuntimeError) as e:
         problems.append(doc.problem(("load",), f"the run would refuse this load: {e}"))
-    gw = target.settings.get("gateway")
+    gw = target.gateway
     if target.kind == "reference" and gw is not None:
         try:
             from ..reference.gateway.settings import GatewaySettings

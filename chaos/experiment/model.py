@@ -32,6 +32,9 @@ __all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_exper
 
 @dataclass(slots=True)
 class TargetSpec:
+    """A target: what every reader outside its kind's own class needs, as fields; the kind's own settings
+    (its command, image, preset, ...) stay in settings, read only by that class (chaos.targets)."""
+
     kind: str
     name: str
     settings: dict  # the validated mapping, durations left as written
@@ -41,6 +44,22 @@ class TargetSpec:
     ignore_eos: bool = True  # the load sends vLLM's ignore_eos when the workload fixes the output length
     keep_alive: bool = True  # the load's clients reuse connections
     allow_remote: bool = False  # replicas may listen beyond loopback / base_url may be remote
+    # Taken from settings by __post_init__, so a spec built in code (a test, chaos load --target) has them too.
+    api_key_env: str | None = field(init=False, default=None)  # the NAME of the key's variable, never the key
+    base_url: str | None = field(init=False, default=None)  # an openai target's endpoint
+    gateway: dict | None = field(init=False, default=None)  # a reference or stack target's gateway section
+    links: list[str] = field(init=False, default_factory=list)  # proxies put on where no fault names them
+    toxiproxy: dict = field(init=False, default_factory=dict)  # {url: ...} or {server: ...}; {}: the bundled one
+
+    def __post_init__(self):
+        if self.kind not in S.TARGET_KINDS:
+            raise ValueError(f"target kind {self.kind!r}: one of {', '.join(sorted(S.TARGET_KINDS))}")
+        if self.replicas < 1 or self.startup_timeout <= 0:
+            raise ValueError(f"target {self.name}: replicas ({self.replicas}) and startup_timeout "
+                             f"({self.startup_timeout:g}s) must be above 0")
+        s = self.settings
+        self.api_key_env, self.base_url, self.gateway = s.get("api_key_env"), s.get("base_url"), s.get("gateway")
+        self.links, self.toxiproxy = list(s.get("links") or []), dict(s.get("toxiproxy") or {})
 
     @property
     def starts_processes(self) -> bool:
@@ -163,4 +182,4 @@ def build_experiment(doc: Located, public: dict, target: TargetSpec, target_publ
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,
                       abort_stops={k: abort[k] for k in ("metrics", "prometheus") if k in abort},
                       metrics_interval=_metrics_interval((d.get("metrics") or {}).get("interval", 1.0)),
-                      mask=variables.masker(target.settings.get("api_key_env")))
+                      mask=variables.masker(target.api_key_env))

@@ -30,7 +30,7 @@ def wanted_links(exp) -> dict[str, set[str]]:
     from ..targets.links import L4, L7
 
     out: dict[str, set[str]] = {}
-    for name in exp.target.settings.get("links") or []:
+    for name in exp.target.links:
         out.setdefault(name, set()).add(L4)
     for f in exp.faults:
         family = getattr(FAULT_TYPES.get(f.type), "family", None)

@@ -81,10 +81,10 @@ class AbnormalInputs(Fault):
     @classmethod
     def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
         problems = []
-        if fault.get("via") == ["gateway"] and target.settings.get("gateway") is None:
+        if fault.get("via") == ["gateway"] and target.gateway is None:
             problems.append((("via",), "via: [gateway] needs a target with a gateway; this one has none (send to "
                                        "the replicas: via: [replicas])"))
-        if target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
+        if target.kind == "openai" and not target.base_url.startswith("http://"):
             problems.append((("type",), "abnormal_inputs sends raw HTTP/1.1 (bodies no client library would send) "
                                         "and needs an http:// target; this base_url is https"))
         return problems

@@ -49,9 +49,9 @@ class _LinkFault(LinkFault):
     @classmethod
     def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
         problems = super().check(fault, target)
-        if not problems and target.kind == "openai" and not target.settings["base_url"].startswith("http://"):
+        if not problems and target.kind == "openai" and not target.base_url.startswith("http://"):
             return [(("type",), f"{cls.type} is a network fault (plain TCP, through Toxiproxy) and "
-                                f"{target.settings['base_url']} is https; use an LLM fault (the L7 proxy speaks TLS "
+                                f"{target.base_url} is https; use an LLM fault (the L7 proxy speaks TLS "
                                 f"upstream), or an http:// base_url")]
         return problems
 

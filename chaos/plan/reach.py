@@ -130,7 +130,7 @@ def reached(target: str, variables: dict[str, str] | None = None, out_dir: str |
     except ExperimentError as e:
         raise TargetError(f"{target} is not a valid target file:\n  " + "\n  ".join(e.problems)
                           + "\n(fix the file, or give its variables with --var NAME=VALUE)") from None
-    key_env = spec.settings.get("api_key_env")
+    key_env = spec.api_key_env
     headers = key_headers(key_env)  # before anything starts: a missing key costs no start-up
     out = out_dir or tempfile.mkdtemp(prefix="chaos-target-")
     os.makedirs(out, exist_ok=True)

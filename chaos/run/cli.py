@@ -132,10 +132,10 @@ def _print_links(exp) -> None:
     wanted = wanted_links(exp)
     if not wanted:
         return
-    tp = exp.target.settings.get("toxiproxy") or {}
+    tp = exp.target.toxiproxy
     engine = (f"the toxiproxy-server at {tp['url']}" if "url" in tp else f"{tp['server']} (started by the run)"
               if "server" in tp else "the bundled Toxiproxy-compatible proxy (started by the run)")
-    gateway = exp.target.kind in ("reference", "stack") and exp.target.settings.get("gateway") is not None
+    gateway = exp.target.kind in ("reference", "stack") and exp.target.gateway is not None
     print("links (each a proxy on a free loopback port, from before the load to the end of the run):")
     for link, families in sorted(wanted.items()):
         where = ("in front of the whole target" if link == "client" else

@@ -166,7 +166,7 @@ class Links:
         return {FAULT_TOKEN_HEADER: self.token}
 
     def _toxiproxy_up(self, should_stop) -> None:
-        conf = self.target.spec.settings.get("toxiproxy") or {}
+        conf = self.target.spec.toxiproxy
         if "url" in conf:
             self.api, self.external = ToxiproxyAPI(conf["url"]), True
             try:

@@ -156,3 +156,17 @@ def test_input_tokens_below_the_exact_floor_are_refused_for_any_target_that_may_
                        capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]  # a verdict, not a refused load
     assert json.load(open(run_dir / "report.json"))["requests"] > 0
+
+
+def test_what_readers_outside_the_targets_need_is_a_field_of_the_spec_taken_from_its_settings():
+    from chaos.experiment.model import TargetSpec
+
+    spec = TargetSpec("openai", "t", {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K",
+                                      "links": ["client"], "toxiproxy": {"url": "http://127.0.0.1:8474"}}, "x")
+    assert (spec.base_url, spec.api_key_env, spec.gateway) == ("http://127.0.0.1:9/v1", "K", None)
+    assert spec.links == ["client"] and spec.toxiproxy == {"url": "http://127.0.0.1:8474"}
+    bare = TargetSpec("reference", "r", {"gateway": {"retries": 1}}, "x", replicas=2)
+    assert bare.gateway == {"retries": 1} and bare.links == [] and bare.toxiproxy == {}
+    for bad in (dict(kind="vllm"), dict(kind="reference", replicas=0), dict(kind="docker", startup_timeout=0.0)):
+        with pytest.raises(ValueError):
+            TargetSpec(name="t", settings={}, source="x", **bad)

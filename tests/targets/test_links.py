@@ -19,7 +19,7 @@ def _proxies(url: str) -> dict:
 def _target(url: str, n: int = 2):
     upstream = [Instance(i, f"r{i}", f"http://127.0.0.1:{_free_port()}", 0) for i in range(n)]
     return SimpleNamespace(instances=upstream, gateway=None, all_instances=lambda: upstream, fault_token="t",
-                           spec=SimpleNamespace(settings={"toxiproxy": {"url": url}}))
+                           spec=SimpleNamespace(settings={"toxiproxy": {"url": url}}, toxiproxy={"url": url}))
 
 
 def test_the_proxies_are_journaled_before_the_server_has_any_of_them(toxiproxy_url, tmp_path):  # noqa: F811
