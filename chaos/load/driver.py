@@ -220,9 +220,9 @@ class LoadRun(ReplayRun):
         self.mono_start = time.monotonic()
         self.replay_window: tuple[int, bool] | None = None  # (requests owed, counted as lines) for a timed replay
         self.replay: dict | None = None
-        self.replay_options = None  # replayopts.ReplayOptions of a replay workload (scrub, filter)
+        self.replay_options = None  # replay.opts.ReplayOptions of a replay workload (scrub, filter)
         self.replay_filtered = 0  # lines of the log its filter drops (the pre-scan's count)
-        self.replay_facts: dict | None = None  # replaynotes.replay_facts, once the records are read
+        self.replay_facts: dict | None = None  # replay.notes.replay_facts, once the records are read
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:

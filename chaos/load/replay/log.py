@@ -28,7 +28,7 @@ def log_entries(path: str, options=None):
     """(line, entry, None) or (line, None, why) for each request of a replay log, streamed. The load's own JSONL
     of request bodies is read here; any other log (a trace without text: Azure, BurstGPT, Mooncake; envelopes
     of request and response) goes through chaos.replay, its prompts synthesised to the trace's lengths, and so
-    does every log when options (replayopts.ReplayOptions) scrub or filter: why is replayopts.FILTERED for a line
+    does every log when options (opts.ReplayOptions) scrub or filter: why is opts.FILTERED for a line
     the filter dropped."""
     if (options is not None and options.active) or _needs_reader(path):
         yield from _reader_entries(path, options)

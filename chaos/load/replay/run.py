@@ -39,7 +39,7 @@ class ReplayRun:
             self.replay_filtered = sum(scan.filtered for scan in wl.replay_scans.values())
 
     def input_facts(self, records: list) -> dict | None:
-        """The replay's scrub report, filter count and failed source lines (replaynotes), added to the notes once."""
+        """The replay's scrub report, filter count and failed source lines (notes.py), added to the notes once."""
         from .notes import replay_facts, replay_notes
 
         if self.replay_facts is None and self.replay_options is not None:
