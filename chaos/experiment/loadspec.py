@@ -72,9 +72,7 @@ class LoadSpec:
     @property
     def seconds(self) -> float:
         """How long the load runs (its steps, or its duration)."""
-        if self.steps is not None:
-            return len(self.steps) * parse_duration(self.step_duration)
-        return parse_duration(self.duration)
+        return load_duration(self.to_dict())
 
 
 def load_duration(load: dict) -> float:
