@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..common import parse_duration, parse_percent
+from ..faults import FAULT_TYPES, Params
 from .checks import check_experiment, check_target
 from .loadspec import LoadSpec
 from .loader import read_experiment, read_named_target, read_target
@@ -72,7 +73,12 @@ class FaultSpec:
     type: str
     at: float
     name: str
-    params: dict  # everything but type/at/name, durations parsed
+    params: Params  # its type's own settings, typed (FAULT_TYPES[type].Params): all but type, at and name
+
+    @classmethod
+    def build(cls, index: int, type: str, at: float, name: str, settings: dict) -> FaultSpec:
+        """From a fault's settings (its mapping but type, at and name), valid against the schema."""
+        return cls(index, type, at, name, FAULT_TYPES[type].Params.build(settings))
 
 
 @dataclass(slots=True)
@@ -97,9 +103,6 @@ class Experiment:
     @property
     def load_duration(self) -> float:
         return self.load.seconds
-
-
-DURATION_PARAMS = {"restart_after", "duration"}
 
 
 @contextmanager
@@ -167,10 +170,9 @@ def build_experiment(doc: Located, public: dict, target: TargetSpec, target_publ
     ss = d.get("steady_state") or {}
     faults = []
     for i, f in enumerate(d.get("faults") or []):
-        params = {k: (parse_duration(v) if k in DURATION_PARAMS else v) for k, v in f.items()
-                  if k not in ("type", "at", "name")}
+        settings = {k: v for k, v in f.items() if k not in ("type", "at", "name")}
         label = public["faults"][i].get("name") or f"{f['type']}#{i}"
-        faults.append(FaultSpec(i, f["type"], parse_duration(f["at"]), label, params))
+        faults.append(FaultSpec.build(i, f["type"], parse_duration(f["at"]), label, settings))
     abort = d.get("abort_when") or {}
     resolved = copy.deepcopy(public)
     resolved["target"] = copy.deepcopy(target_public)

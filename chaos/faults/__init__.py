@@ -1,7 +1,8 @@
 """Fault families. Each is one module with Fault subclasses; a fault type is one class, which carries all of it.
 
 Adding a fault is one file and one line: in its module, a Fault subclass with a `type`, a `summary` (for `chaos
-list faults`), its settings' JSON Schema (`schema`, built with chaos.schemabits), what the schema cannot say
+list faults`), its settings as a typed `Params` dataclass (chaos.faults.params: each field made by setting() with
+its JSON Schema from chaos.schemabits) and its `schema`, derived (`Params.schema()`), what the schema cannot say
 about it against a target (`check`, plus the flags the generic checks read: `needs_started_target`,
 `counts_instances`), its advice (`warnings`), and plan / apply / revert / describe / undo_from_journal; then the
 class in FAULT_TYPES below (and its import). The experiment schema, `chaos validate`, `chaos list faults` and
@@ -10,6 +11,7 @@ shows it with a toy.
 """
 
 from .base import Fault, FaultContext, FaultError
+from .params import Params, ParamsError, setting
 from .inputs import AbnormalInputs
 from .instance import KillInstance, PauseInstance
 from .llm import LLM_FAULT_TYPES
@@ -35,8 +37,9 @@ def wanted_links(exp) -> dict[str, set[str]]:
     for f in exp.faults:
         family = getattr(FAULT_TYPES.get(f.type), "family", None)
         if family in (L4, L7):
-            out.setdefault(f.params.get("link", "client"), set()).add(family)
+            out.setdefault(f.params.link, set()).add(family)
     return out
 
 
-__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "make_fault", "wanted_links"]
+__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "Params", "ParamsError", "make_fault", "setting",
+           "wanted_links"]

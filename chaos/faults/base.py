@@ -6,7 +6,8 @@ import random
 from dataclasses import dataclass, field
 
 from ..errors import SetupError
-from ..schemabits import BOOL, DURATION, LINK, POSITIVE, integer, number, obj
+from ..schemabits import BOOL, DURATION, INSTANCE, LINK, POSITIVE, integer, number
+from .params import Params, setting
 
 
 class FaultError(SetupError, RuntimeError):
@@ -23,12 +24,31 @@ class FaultContext:
     log: object = print  # callable(str)
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Picks(Params):
+    """Which of the target's instances a fault takes: instance names the first, count takes N of the M from it."""
+
+    instance: int | str = setting(INSTANCE, 0)
+    count: int = setting(integer(1, 16), 1)
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class LinkParams(Params):
+    """The settings of every fault on a link: which link, and for how long (None: until the end of the run)."""
+
+    link: str = setting(LINK, "client")
+    duration: float | None = setting(POSITIVE, None)
+
+
 class Fault:
     type = "base"
     summary = ""  # one line for `chaos list faults`
-    # The JSON Schema of its own settings, an object: the experiment schema (chaos.experiment.schema) adds the keys
-    # every fault takes (type, at, name) and validates a fault of this type against the two.
-    schema: dict = obj({})
+    # Its settings, typed (chaos.faults.params): the loader builds spec.params from the fault's mapping.
+    Params: type[Params] = Params
+    # The JSON Schema of its own settings, an object, most often Params.schema(): the experiment schema
+    # (chaos.experiment.schema) adds the keys every fault takes (type, at, name) and validates a fault of this
+    # type against the two.
+    schema: dict = Params.schema()
     needs_started_target = False  # it acts on processes or containers the run starts: not on an openai target
     counts_instances = False  # its `count` is how many of the target's instances it takes (N of M)
     slow_revert = False  # True: revert may take seconds (a restart); the runner does it in the background
@@ -72,7 +92,7 @@ class Fault:
         return any(v is inst for v in self.victims)
 
     def victim_ids(self) -> str:
-        return ", ".join(i.id for i in self.victims) or f"instance {self.spec.params.get('instance', 0)}"
+        return ", ".join(i.id for i in self.victims) or f"instance {getattr(self.spec.params, 'instance', 0)}"
 
     def apply(self, ctx: FaultContext) -> None:
         raise NotImplementedError
@@ -93,8 +113,8 @@ class Fault:
         return "nothing to undo"
 
     def _pick(self, ctx: FaultContext, default_count: int = 1) -> list:
-        inst = self.spec.params.get("instance", 0)
-        count = self.spec.params.get("count", default_count)
+        inst = getattr(self.spec.params, "instance", 0)
+        count = getattr(self.spec.params, "count", default_count)
         pool = self.target.instances
         if inst == "random":
             return ctx.rng.sample(pool, min(count, len(pool)))
@@ -128,7 +148,7 @@ class LinkFault(Fault):
     (proxy rules). Reverted after `duration`, or at teardown; its victims are the instances the link fronts."""
 
     family = "link"
-    SETTINGS = {"link": LINK, "duration": POSITIVE}  # every link fault's; each family adds its own
+    Params = LinkParams
 
     @classmethod
     def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
@@ -141,11 +161,9 @@ class LinkFault(Fault):
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        from ..common import parse_duration
-
-        self.link = spec.params.get("link", "client")
-        d = spec.params.get("duration")
-        self.revert_at = None if d is None else spec.at + parse_duration(d)
+        self.link = spec.params.link
+        d = spec.params.duration
+        self.revert_at = None if d is None else spec.at + d
 
     def link_hops(self) -> list:
         """The link's hops; sets victims to the instances they front."""

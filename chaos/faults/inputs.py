@@ -19,11 +19,12 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-from ..common import parse_duration
-from ..schemabits import duration, integer, obj
+from ..schemabits import duration, integer
 from ..selftest import ABNORMAL_FAMILIES
 from .base import Fault, FaultContext
+from .params import Params, setting
 
 FAMILIES = (*ABNORMAL_FAMILIES, "hostile")  # the generated families, and cases.py's malformed requests
 
@@ -33,37 +34,42 @@ def _get_json(url: str, headers: dict, timeout: float = 10.0):
         return json.loads(r.read())
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class InputParams(Params):
+    cases: list[str] | None = setting({"type": "array", "minItems": 1, "uniqueItems": True,
+                                       "items": {"enum": list(FAMILIES)},
+                                       "description": "case families to send (default: all)"}, None)
+    via: list[str] | None = setting({"type": "array", "minItems": 1, "uniqueItems": True,
+                                     "items": {"enum": ["replicas", "gateway"]},
+                                     "description": "send to each replica directly, through the gateway, or both "
+                                                    "(default both; without a gateway: the replicas)"}, None)
+    seed: int = setting(integer(0, 2**63 - 1), 0)
+    workers: int = setting(integer(1, 16), 2)
+    timeout: float = setting(duration(positive=True, maximum=600), 10.0)
+    serve_within: float = setting(duration(positive=True, maximum=3600), 10.0)
+    restart: bool = setting({"type": "boolean", "description": "restart a replica that does not serve after the "
+                                                               "batch (default true), to prove it needed a restart"},
+                            True)
+    max_model_len: int | None = setting(integer(64, 10_000_000), None)  # when /v1/models gives none
+
+
 class AbnormalInputs(Fault):
     type = "abnormal_inputs"
     family = "input"
     summary = "send every abnormal case (BLNS, special chars, context limit, malformed bodies...) to the replicas " \
               "and through the gateway; each answer judged, then normal service checked"
     slow_revert = True  # a replica that needs a restart is restarted at revert, beside the schedule
-    schema = obj({"cases": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(FAMILIES)},
-                            "description": "case families to send (default: all)"},
-                  "via": {"type": "array", "minItems": 1, "uniqueItems": True,
-                          "items": {"enum": ["replicas", "gateway"]},
-                          "description": "send to each replica directly, through the gateway, or both (default "
-                                         "both; without a gateway: the replicas)"},
-                  "seed": integer(0, 2**63 - 1), "workers": integer(1, 16),
-                  "timeout": duration(positive=True, maximum=600),
-                  "serve_within": duration(positive=True, maximum=3600),
-                  "restart": {"type": "boolean", "description": "restart a replica that does not serve after the "
-                                                                "batch (default true), to prove it needed a restart"},
-                  "max_model_len": integer(64, 10_000_000)},
-                 description="every abnormal input with its expected answer, to each replica and through the "
-                             "gateway; then normal service is checked")
+    Params = InputParams
+    schema = InputParams.schema("every abnormal input with its expected answer, to each replica and through the "
+                                "gateway; then normal service is checked")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
         p = spec.params
-        self.families = list(p.get("cases") or FAMILIES)
-        self.via = list(p.get("via") or ("replicas", "gateway"))
-        self.seed = int(p.get("seed", 0))
-        self.workers = int(p.get("workers", 2))
-        self.timeout = parse_duration(p.get("timeout", "10s"))
-        self.serve_within = parse_duration(p.get("serve_within", "10s"))
-        self.restart = p.get("restart", True)
+        self.families = list(p.cases or FAMILIES)
+        self.via = list(p.via or ("replicas", "gateway"))
+        self.seed, self.workers, self.restart = p.seed, p.workers, p.restart
+        self.timeout, self.serve_within = p.timeout, p.serve_within
         self.destinations: list = []
         self.batches: dict[str, object] = {}  # destination -> BatchResult
         self.serving: dict[str, dict] = {}  # destination -> {served, after_s, detail}
@@ -123,7 +129,7 @@ class AbnormalInputs(Fault):
         from ..selftest.batch import family_of
         from ..selftest.cases import hostile_cases
 
-        model, ctx_len = card["id"], int(card.get("max_model_len") or self.spec.params.get("max_model_len") or 0)
+        model, ctx_len = card["id"], int(card.get("max_model_len") or self.spec.params.max_model_len or 0)
         if not ctx_len:
             raise ValueError(f"{model}: /v1/models gives no max_model_len; set max_model_len on the fault")
         cases = [c for c in abnormal_cases(self.seed, model, ctx_len) if family_of(c.name) in self.families]

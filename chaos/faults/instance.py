@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 
 from ..common import signal_group
-from ..schemabits import DURATION, INSTANCE, POSITIVE, integer, obj
-from .base import Fault, FaultContext
-
-COUNT = integer(1, 16)  # N of the M instances
-SIGNAL = {"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}
+from ..schemabits import DURATION, POSITIVE
+from .base import Fault, FaultContext, Picks
+from .params import setting
 
 # A restarted instance needs its start-up (a reference replica: ~5 s alone here, 10-20 s on a loaded 2-core
 # machine) and then time to be routed requests before the load ends; otherwise served_by_all and the checks after
@@ -18,17 +17,33 @@ STARTUP_ESTIMATE_S = {"reference": 15.0, "process": 15.0, "docker": 20.0, "stack
 ROUTING_ESTIMATE_S = 10.0  # the gateway's health probe and ejection, then a few requests
 
 
-class KillInstance(Fault):
-    type = "kill_instance"
-    summary = "kill instances (signal, count: N of M); restart them after restart_after"
-    schema = obj({"instance": INSTANCE, "count": COUNT, "signal": SIGNAL, "restart_after": DURATION},
-                 description="kill instances (N of M with count); restart them after a delay")
+@dataclass(slots=True, frozen=True, kw_only=True)
+class KillParams(Picks):
+    signal: str = setting({"enum": ["SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"]}, "SIGKILL")
+    restart_after: float | None = setting(DURATION, None)  # None: down for the rest of the run
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class PauseParams(Picks):
+    duration: float = setting(POSITIVE)
+
+
+class InstanceFault(Fault):
+    """A fault on N of the M instances the run started (processes or containers): never an openai target's."""
+
     needs_started_target = True
     counts_instances = True
 
+
+class KillInstance(InstanceFault):
+    type = "kill_instance"
+    summary = "kill instances (signal, count: N of M); restart them after restart_after"
+    Params = KillParams
+    schema = KillParams.schema("kill instances (N of M with count); restart them after a delay")
+
     @classmethod
     def warnings(cls, spec, exp) -> list[str]:
-        restart_after = spec.params.get("restart_after")
+        restart_after = spec.params.restart_after
         if restart_after is None:
             return []
         total = exp.load_duration
@@ -46,8 +61,8 @@ class KillInstance(Fault):
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.sig = getattr(signal, spec.params.get("signal", "SIGKILL"))
-        ra = spec.params.get("restart_after")
+        self.sig = getattr(signal, spec.params.signal)
+        ra = spec.params.restart_after
         self.revert_at = None if ra is None else spec.at + ra
 
     def plan(self, ctx: FaultContext) -> dict:
@@ -80,17 +95,15 @@ class KillInstance(Fault):
         return "killed instances are not restarted by recover; the run's processes are stopped instead"
 
 
-class PauseInstance(Fault):
+class PauseInstance(InstanceFault):
     type = "pause_instance"
     summary = "freeze instances (SIGSTOP the process group, docker pause) for duration, then resume"
-    schema = obj({"instance": INSTANCE, "count": COUNT, "duration": POSITIVE}, ["duration"],
-                 "SIGSTOP the instance's process group (docker pause), SIGCONT after duration")
-    needs_started_target = True
-    counts_instances = True
+    Params = PauseParams
+    schema = PauseParams.schema("SIGSTOP the instance's process group (docker pause), SIGCONT after duration")
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.revert_at = spec.at + spec.params["duration"]
+        self.revert_at = spec.at + spec.params.duration
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
@@ -104,7 +117,7 @@ class PauseInstance(Fault):
                 self.target.resume_instance(inst)
 
     def describe(self) -> str:
-        return f"pause {self.victim_ids()} at {self.spec.at:g}s for {self.spec.params['duration']:g}s"
+        return f"pause {self.victim_ids()} at {self.spec.at:g}s for {self.spec.params.duration:g}s"
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
-from ..common import parse_duration, parse_percent
 from ..schemabits import BOOL, PERCENT, integer, obj
-from .base import Fault, FaultContext, FaultError, LinkFault, link_setting
-from .server_hook import _call
+from .base import Fault, FaultContext, FaultError, LinkFault, LinkParams, link_setting
+from .admin import call, post_each
+from .params import params_from_table, setting
 
 # fault type -> (the proxy's effect, {setting: (the effect's param, kind)}); kind: s (a duration, sent in seconds),
 # int, num, str, bool, or an enum as a tuple. Each type's schema is built from this (LLM_FAULT_TYPES, below).
@@ -75,12 +76,21 @@ SUMMARIES = {
     "slow_upload": "forward request bodies to the upstream at rate bytes/s",
     "delay_request": "hold requests for delay before forwarding them (a client's retry may overtake)",
 }
-RULE_KEYS = ("probability", "seed", "occurrences", "count", "match")
-# which requests a rule acts on: the settings every LLM fault takes
-RULE = {"probability": PERCENT, "seed": integer(0, 2**63 - 1), "count": integer(1, 1_000_000_000),
-        "occurrences": {"type": "array", "items": integer(1, 1_000_000_000), "minItems": 1, "maxItems": 1000},
-        "match": obj({"method": {"type": "string", "maxLength": 16}, "path": {"type": "string", "pattern": "^/"},
-                      "model": {"type": "string"}, "stream": BOOL}, description="which requests (all by default)")}
+RULE_KEYS = ("probability", "seed", "occurrences", "count", "match")  # in the order the proxy's rule has them
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RuleParams(LinkParams):
+    """Which requests a rule acts on: the settings every LLM fault takes (None: the proxy's default)."""
+
+    probability: float | None = setting(PERCENT, None)
+    seed: int | None = setting(integer(0, 2**63 - 1), None)
+    count: int | None = setting(integer(1, 1_000_000_000), None)
+    occurrences: list[int] | None = setting({"type": "array", "items": integer(1, 1_000_000_000), "minItems": 1,
+                                             "maxItems": 1000}, None)
+    match: dict | None = setting(obj({"method": {"type": "string", "maxLength": 16},
+                                      "path": {"type": "string", "pattern": "^/"}, "model": {"type": "string"},
+                                      "stream": BOOL}, description="which requests (all by default)"), None)
 
 
 class LLMFault(LinkFault):
@@ -90,17 +100,13 @@ class LLMFault(LinkFault):
     def __init__(self, spec, target):
         super().__init__(spec, target)
         p = spec.params
-        self.params = {}
-        for key, (param, kind) in LLM_FAULTS[self.type][1].items():
-            if key in p:
-                self.params[param] = parse_duration(p[key]) if kind == "s" else p[key]
+        self.params = {param: v for key, (param, _) in LLM_FAULTS[self.type][1].items()
+                       if (v := getattr(p, key)) is not None}
         # The proxy takes names of [A-Za-z0-9_.-] (a default name such as stream_stall#0 has a '#'); records are
         # labelled with this one.
         self.rule_name = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name).lstrip("_.-")[:64] or f"fault{spec.index}"
         self.rule = {"name": self.rule_name, "effect": self.effect, "params": self.params}
-        for key in RULE_KEYS:
-            if key in p:
-                self.rule[key] = parse_percent(p[key]) if key == "probability" else p[key]
+        self.rule.update({key: v for key in RULE_KEYS if (v := getattr(p, key)) is not None})
         self.proxies: list[str] = []  # admin URLs of the link's LLM proxies
         self.accepted: list[str] = []
 
@@ -116,15 +122,9 @@ class LLMFault(LinkFault):
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
-        refused = []
-        for url in self.proxies:
-            why = _call("POST", url + "/__chaos/faults", self.rule, self._token)
-            if why is None:
-                self.accepted.append(url)
-            else:
-                refused.append(f"{url}: {why}")
+        self.accepted, refused = post_each(self.proxies, "/__chaos/faults", self.rule, self._token)
         if refused:
-            self.apply_error = "refused by " + "; ".join(refused)
+            self.apply_error = "refused by " + "; ".join(f"{url}: {why}" for url, why in refused.items())
         if not self.accepted:
             self.applied = False
             raise FaultError(f"fault {self.spec.name}: no LLM proxy took the rule ({self.apply_error})")
@@ -132,7 +132,7 @@ class LLMFault(LinkFault):
     def revert(self, ctx: FaultContext) -> None:
         self.reverted = True
         for url in self.proxies:
-            why = _call("DELETE", f"{url}/__chaos/faults/{self.rule_name}", token=self._token)
+            why = call("DELETE", f"{url}/__chaos/faults/{self.rule_name}", token=self._token)
             if why is not None and "404" not in why:
                 self.revert_error = f"{url}: {why}"
 
@@ -148,9 +148,12 @@ class LLMFault(LinkFault):
         return "rules end with the LLM proxy, which recover stops"
 
 
-LLM_FAULT_TYPES: list[type[Fault]] = [
-    type("".join(w.title() for w in name.split("_")) + "Fault", (LLMFault,),
-         {"type": name, "effect": effect, "summary": SUMMARIES[name],
-          "schema": obj({**LinkFault.SETTINGS, **RULE, **{k: link_setting(kind) for k, (_, kind) in table.items()}},
-                        REQUIRED.get(name, []), SUMMARIES[name])})
-    for name, (effect, table) in LLM_FAULTS.items()]
+def _llm_fault(name: str, effect: str, table: dict) -> type[Fault]:
+    cls_name = "".join(w.title() for w in name.split("_"))
+    settings = {k: link_setting(kind) for k, (_, kind) in table.items()}
+    params = params_from_table(cls_name + "Params", RuleParams, settings, REQUIRED.get(name, []))
+    return type(cls_name + "Fault", (LLMFault,), {"type": name, "effect": effect, "summary": SUMMARIES[name],
+                                                  "Params": params, "schema": params.schema(SUMMARIES[name])})
+
+
+LLM_FAULT_TYPES: list[type[Fault]] = [_llm_fault(name, effect, table) for name, (effect, table) in LLM_FAULTS.items()]

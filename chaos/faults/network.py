@@ -9,10 +9,11 @@ opens: on a client that keeps its connections alive it hits all of a connection'
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from ..common import parse_duration, parse_percent
-from ..schemabits import PERCENT, obj
-from .base import Fault, FaultContext, FaultError, LinkFault, link_setting
+from ..schemabits import PERCENT
+from .base import Fault, FaultContext, FaultError, LinkFault, LinkParams, link_setting
+from .params import params_from_table, setting
 
 # fault type -> {setting: (Toxiproxy attribute, kind)}; kind: ms | us (a duration given in those), int.
 # The schema of each type is built from this table (NETWORK_FAULTS, below).
@@ -114,20 +115,26 @@ class _LinkFault(LinkFault):
                              f"({self.apply_error})")
 
 
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ToxicParams(LinkParams):
+    """Every toxic's settings; each toxic adds its own from TOXICS."""
+
+    stream: str = setting({"enum": ["downstream", "upstream"]}, "downstream")
+    toxicity: float = setting(PERCENT, 1.0)  # the share of connections it takes
+
+
 class ToxicFault(_LinkFault):
     toxic = "latency"
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
         p = spec.params
-        self.stream = p.get("stream", "downstream")
-        self.toxicity = parse_percent(p["toxicity"]) if "toxicity" in p else 1.0
+        self.stream, self.toxicity = p.stream, p.toxicity
         self.attributes = {}
         for key, (attr, kind) in TOXICS[self.toxic].items():
-            if key in p:
-                v = p[key]
-                self.attributes[attr] = (round(parse_duration(v) * 1000) if kind == "ms" else
-                                         round(parse_duration(v) * 1_000_000) if kind == "us" else int(v))
+            if (v := getattr(p, key)) is not None:
+                self.attributes[attr] = (round(v * 1000) if kind == "ms" else round(v * 1_000_000) if kind == "us"
+                                         else int(v))
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
@@ -153,7 +160,7 @@ class ToxicFault(_LinkFault):
 class LinkDown(_LinkFault):
     type = "link_down"
     summary = "take a link down (its Toxiproxy proxy disabled: no new connections, open ones closed)"
-    schema = obj({**LinkFault.SETTINGS}, description=summary)
+    schema = LinkParams.schema(summary)
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
@@ -171,15 +178,13 @@ class LinkDown(_LinkFault):
         return _LinkFault._undo_each(plan, "re-enable", lambda api, proxy: api.set_enabled(proxy, True) or True)
 
 
-def _toxic_schema(name: str) -> dict:
-    return obj({**LinkFault.SETTINGS, "stream": {"enum": ["downstream", "upstream"]}, "toxicity": PERCENT,
-                **{k: link_setting(kind) for k, (_, kind) in TOXICS[name].items()}},
-               REQUIRED.get(name, []), SUMMARIES[name])
+def _toxic(name: str) -> type[Fault]:
+    params = params_from_table(f"{name.title().replace('_', '')}Params", ToxicParams,
+                               {k: link_setting(kind) for k, (_, kind) in TOXICS[name].items()}, REQUIRED.get(name, []))
+    return type(f"{name.title().replace('_', '')}Fault", (ToxicFault,),
+                {"type": name, "toxic": name, "summary": SUMMARIES[name], "Params": params,
+                 "schema": params.schema(SUMMARIES[name])})
 
 
 # link_down last: the published schema has listed the toxics first
-NETWORK_FAULTS: list[type[Fault]] = [
-    type(f"{name.title().replace('_', '')}Fault", (ToxicFault,), {"type": name, "toxic": name,
-                                                                   "summary": SUMMARIES[name],
-                                                                   "schema": _toxic_schema(name)})
-    for name in TOXICS] + [LinkDown]
+NETWORK_FAULTS: list[type[Fault]] = [_toxic(name) for name in TOXICS] + [LinkDown]

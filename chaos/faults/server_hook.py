@@ -2,61 +2,44 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
+from dataclasses import dataclass
 
-from ..common import FAULT_TOKEN_HEADER
-from ..schemabits import INSTANCE, POSITIVE, integer, number, obj
+from ..schemabits import INSTANCE, POSITIVE, integer, number
+from .admin import call, post_each
 from .base import Fault, FaultContext, FaultError
+from .params import Params, setting
 
 HOOKS = ("step_delay_ms", "step_slowdown", "hang_s", "kv_block_cap", "fail_fraction", "wedge_on")
 
 
-def _call(method: str, url: str, body: dict | None = None, token: str | None = None) -> str | None:
-    """None when it answered 2xx; else why not (its status and error code, or the connection error). For the
-    replicas' hooks and for the LLM proxies' rules alike."""
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json", **({FAULT_TOKEN_HEADER: token} if token else {})}
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return None if 200 <= r.status < 300 else f"HTTP {r.status}"
-    except urllib.error.HTTPError as e:
-        code = None
-        try:
-            code = json.loads(e.read(4096) or b"{}").get("error", {}).get("code")
-        except (ValueError, AttributeError, OSError):
-            pass
-        hint = " (the replica was started with another fault token, or none)" if e.code == 401 else \
-            " (the replica has no fault hooks: --enable-fault-hooks)" if e.code == 404 else ""
-        return f"HTTP {e.code}" + (f" {code}" if code else "") + hint
-    except (urllib.error.URLError, OSError) as e:
-        return f"unreachable: {getattr(e, 'reason', None) or e}"
+@dataclass(slots=True, frozen=True, kw_only=True)
+class HookParams(Params):
+    instance: int | str = setting({"anyOf": [INSTANCE, {"const": "all"}]}, "all")
+    duration: float | None = setting(POSITIVE, None)
+    step_delay_ms: float | None = setting(number(0, 60_000), None)
+    step_slowdown: float | None = setting(number(1, 10), None)
+    hang_s: float | None = setting(number(0, 3600), None)
+    kv_block_cap: int | None = setting(integer(1, 1 << 30), None)
+    fail_fraction: float | None = setting(number(0, 1), None)
+    # chaos.reference.faults.WEDGE_CLASSES (its import costs aiohttp; a test keeps them equal)
+    wedge_on: str | None = setting({"enum": ["control", "emoji", "near_context", "nul", "rtl"],
+                                    "description": "a class of input that wedges the replica until restarted"},
+                                   None)
 
 
 class ServerHook(Fault):
     type = "server_hook"
     summary = ("reference server hooks: step_delay_ms, step_slowdown, hang_s, kv_block_cap, fail_fraction, wedge_on "
                "(for duration)")
-    schema = obj({"instance": {"anyOf": [INSTANCE, {"const": "all"}]},
-                  "duration": POSITIVE,
-                  "step_delay_ms": number(0, 60_000),
-                  "step_slowdown": number(1, 10),
-                  "hang_s": number(0, 3600),
-                  "kv_block_cap": integer(1, 1 << 30),
-                  "fail_fraction": number(0, 1),
-                  # chaos.reference.faults.WEDGE_CLASSES (its import costs aiohttp; a test keeps them equal)
-                  "wedge_on": {"enum": ["control", "emoji", "near_context", "nul", "rtl"],
-                               "description": "a class of input that wedges the replica until restarted"}},
-                 description="the reference server's own fault hooks (slow steps, a hang, a KV cap, failing a "
-                             "fraction with 500, wedging on a class of input)")
+    Params = HookParams
+    schema = HookParams.schema("the reference server's own fault hooks (slow steps, a hang, a KV cap, failing a "
+                               "fraction with 500, wedging on a class of input)")
     needs_started_target = True
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.hooks = {k: v for k, v in spec.params.items() if k in HOOKS}
-        d = spec.params.get("duration")
+        self.hooks = {k: v for k in HOOKS if (v := getattr(spec.params, k)) is not None}
+        d = spec.params.duration
         self.revert_at = None if d is None else spec.at + d
         self.urls: list[str] = []  # the replicas asked
         self.accepted: list[str] = []  # those that took the hooks: the ones the fault really touched
@@ -71,7 +54,7 @@ class ServerHook(Fault):
         return problems
 
     def plan(self, ctx: FaultContext) -> dict:
-        if self.spec.params.get("instance", "all") == "all":
+        if self.spec.params.instance == "all":
             victims = self.target.instances
         else:
             victims = self._pick(ctx)
@@ -89,16 +72,11 @@ class ServerHook(Fault):
         """Raises FaultError when no replica took the hooks: the run must not judge a fault that never happened.
         When only some refused, apply_error says which and the fault counts for the others."""
         self.applied = True
-        refused = []
-        for url in self.urls:
-            why = _call("POST", url + "/admin/faults", self.hooks, self._token)
-            if why is None:
-                self.accepted.append(url)
-            else:
-                refused.append(f"{url}: {why}")
-                ctx.log(f"server_hook: {url} did not accept {self.hooks}: {why}")
+        self.accepted, refused = post_each(self.urls, "/admin/faults", self.hooks, self._token)
+        for url, why in refused.items():
+            ctx.log(f"server_hook: {url} did not accept {self.hooks}: {why}")
         if refused:
-            self.apply_error = "refused by " + "; ".join(refused)
+            self.apply_error = "refused by " + "; ".join(f"{url}: {why}" for url, why in refused.items())
         if self.urls and not self.accepted:
             self.applied = False
             raise FaultError(f"fault {self.spec.name}: no instance accepted the hooks, so the fault never "
@@ -108,7 +86,7 @@ class ServerHook(Fault):
         self.reverted = True
         for url in self.urls:  # the refused ones too: harmless, and one may have taken the hooks after all
             for name in self.hooks:
-                _call("DELETE", f"{url}/admin/faults/{name}", token=self._token)
+                call("DELETE", f"{url}/admin/faults/{name}", token=self._token)
 
     def describe(self) -> str:
         hooks = ", ".join(f"{k}={v}" for k, v in self.hooks.items())

@@ -96,7 +96,7 @@ def cmd_run(a) -> int:
         print(f"target: {exp.target.kind} ({exp.target.replicas} instance(s)) from {exp.target.source}")
         print(f"load: {json.dumps(exp.mask(exp.load.to_dict()))} for {exp.load_duration:g}s")
         for f in exp.faults:
-            print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(exp.mask(f.params))}")
+            print(f"  at {f.at:6.1f}s  {f.type} {json.dumps(exp.mask(f.params.to_dict()))}")
         _print_links(exp)
         _warn(exp)
         print("valid; nothing started (--dry-run)")

@@ -63,7 +63,7 @@ def test_the_validator_cache_never_serves_another_schema():
 def test_good_file_parses_durations_and_target(tmp_path):
     exp = load_experiment(write(tmp_path, GOOD))
     assert exp.target.kind == "reference" and exp.target.replicas == 2
-    assert exp.faults[0].at == 3.0 and exp.faults[0].params["restart_after"] == 2.0
+    assert exp.faults[0].at == 3.0 and exp.faults[0].params.restart_after == 2.0
     assert exp.load_duration == 10.0
 
 

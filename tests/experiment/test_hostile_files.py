@@ -158,9 +158,9 @@ def test_merge_keys_are_supported_with_positions_inside_merged_mappings(tmp_path
     exp = load_experiment(str(p))
     hooks = exp.faults[1:]
     assert [f.at for f in hooks] == [4.0, 5.0, 6.0]
-    assert hooks[0].params == {"instance": 0, "step_delay_ms": 20, "duration": 2.0}
-    assert hooks[1].params["instance"] == 1 and hooks[1].params["step_delay_ms"] == 20  # explicit key wins
-    assert hooks[2].params["hang_s"] == 1 and hooks[2].params["step_delay_ms"] == 20  # a list of mappings
+    assert hooks[0].params.to_dict() == {"instance": 0, "step_delay_ms": 20, "duration": 2.0}
+    assert hooks[1].params.instance == 1 and hooks[1].params.step_delay_ms == 20  # explicit key wins
+    assert hooks[2].params.hang_s == 1 and hooks[2].params.step_delay_ms == 20  # a list of mappings
     # An error inside a merged mapping points at the line where the value is written (the anchor).
     bad = tmp_path / "merge-bad.yaml"
     bad.write_text(GOOD + "  - <<: &slow {type: server_hook, instance: 0, step_delay_ms: -5, duration: 2s}\n"
@@ -172,7 +172,7 @@ def test_merge_keys_are_supported_with_positions_inside_merged_mappings(tmp_path
     ext = tmp_path / "ext.yaml"
     ext.write_text("x-kill: &kill {type: kill_instance, instance: 1, restart_after: 2s}\n" +
                    GOOD.split("faults:")[0] + "faults:\n  - {<<: *kill, at: 3s}\n")
-    assert load_experiment(str(ext)).faults[0].params["restart_after"] == 2.0
+    assert load_experiment(str(ext)).faults[0].params.restart_after == 2.0
 
 
 def test_merge_of_a_scalar_is_refused_with_a_line(tmp_path):

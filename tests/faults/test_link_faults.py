@@ -29,7 +29,7 @@ def _spec(cls, **extra):
 
     table = (llm.LLM_FAULTS[cls.type][1] if cls.type in llm.LLM_FAULTS else network.TOXICS.get(cls.type, {}))
     params = {k: SAMPLE[k] for k in table if k in SAMPLE}
-    return FaultSpec(0, cls.type, 5.0, f"{cls.type}#0", {**params, **extra})
+    return FaultSpec.build(0, cls.type, 5.0, f"{cls.type}#0", {**params, **extra})
 
 
 @pytest.mark.parametrize("cls", LLM_FAULT_TYPES, ids=lambda c: c.type)

@@ -1,10 +1,11 @@
-"""A fault is one file: a class declares its settings, its checks, its warnings and what it does, and one line
+"""A fault is one file: a class declares its typed settings, its checks, its warnings and what it does, and one line
 registers it. Here a toy fault, defined in this file and registered for each test only, is validated by the
 experiment schema, by `chaos validate` (with file:line:col), listed by `chaos list faults` and documented in the
 generated reference, as a built-in fault is.
 """
 
 import os
+from dataclasses import dataclass
 
 import pytest
 
@@ -13,18 +14,24 @@ from chaos.docgen import generate
 from chaos.experiment import schema as S
 from chaos.experiment.loader import ExperimentError
 from chaos.experiment.model import load_experiment
-from chaos.faults import FAULT_TYPES, Fault
-from chaos.schemabits import INSTANCE, POSITIVE, integer, obj
+from chaos.faults import FAULT_TYPES, Fault, Params, setting
+from chaos.schemabits import INSTANCE, POSITIVE, integer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class JamParams(Params):
+    instance: int | str = setting(INSTANCE, 0)
+    duration: float | None = setting(POSITIVE, None)
+    level: int = setting(integer(1, 5, "how hard the jam is (a jam beyond 3 takes a replica each)"))
 
 
 class ToyJam(Fault):
     type = "toy_jam"
     summary = "jam instances at a level from 1 to 5 for duration"
-    schema = obj({"instance": INSTANCE, "duration": POSITIVE,
-                  "level": integer(1, 5, "how hard the jam is (a jam beyond 3 takes a replica each)")},
-                 ["level"], "a toy fault, registered by its test only")
+    Params = JamParams
+    schema = JamParams.schema("a toy fault, registered by its test only")
     needs_started_target = True
 
     @classmethod
@@ -36,7 +43,7 @@ class ToyJam(Fault):
 
     @classmethod
     def warnings(cls, spec, exp) -> list[str]:
-        if spec.params.get("duration") is None:
+        if spec.params.duration is None:
             return [f"fault {spec.name}: jammed until the end of the run"]
         return []
 
@@ -91,7 +98,7 @@ def test_unregistered_the_type_is_unknown(tmp_path):
 def test_the_schema_takes_its_settings_and_refuses_bad_ones(tmp_path, toy):
     exp = load_experiment(experiment(tmp_path, "{type: toy_jam, at: 5s, level: 2, duration: 3s, instance: r0}"))
     [f] = exp.faults
-    assert (f.type, f.at, f.params) == ("toy_jam", 5.0, {"level": 2, "duration": 3.0, "instance": "r0"})
+    assert (f.type, f.at, f.params) == ("toy_jam", 5.0, JamParams(level=2, duration=3.0, instance="r0"))
     fault = "{type: toy_jam, at: 5s, level: 9, jam: 1}"
     path = experiment(tmp_path, fault, "bad.yaml")
     assert problems(path) == [f"{path}:5:{col(fault, 'jam:')}: faults[0].jam: unknown key 'jam'; allowed here: at, "

@@ -103,7 +103,7 @@ def test_experiments_accept_step_slowdown_within_its_bounds(tmp_path):
     assert "step_slowdown" in HOOKS  # what the server_hook fault sends on
     ok = tmp_path / "slow.yaml"
     ok.write_text(GOOD + "  - {type: server_hook, at: 2s, instance: all, step_slowdown: 1.2, duration: 3s}\n")
-    assert load_experiment(str(ok)).faults[-1].params["step_slowdown"] == 1.2
+    assert load_experiment(str(ok)).faults[-1].params.step_slowdown == 1.2
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD + "  - {type: server_hook, at: 2s, step_slowdown: 0.5, duration: 3s}\n")
     with pytest.raises(ExperimentError, match="step_slowdown"):
