@@ -34,7 +34,8 @@ __all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_exper
 @dataclass(slots=True)
 class TargetSpec:
     """A target: what every reader outside its kind's own class needs, as fields; the kind's own settings
-    (its command, image, preset, ...) stay in settings, read only by that class (chaos.targets)."""
+    (its command, image, preset, ...) stay in settings, read once by that class into its typed settings
+    (chaos.targets: ReferenceSettings, CommandSettings, DockerSettings, the stack's Part)."""
 
     kind: str
     name: str

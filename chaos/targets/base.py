@@ -91,6 +91,7 @@ class Target:
 
     kind = "base"
     starts_processes = True
+    health_path = "/health"  # a kind whose settings name another sets it
 
     def __init__(self, spec, out_dir: str):
         self.spec = spec
@@ -145,7 +146,7 @@ class Target:
                 done.result()  # each was waited for; the first error, if any, goes on up
 
     def health_url(self, inst: Instance) -> str:
-        return inst.url + self.spec.settings.get("health_path", "/health")
+        return inst.url + self.health_path
 
     def healthy(self, inst: Instance) -> bool:
         return http_ok(self.health_url(inst))

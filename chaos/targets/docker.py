@@ -7,11 +7,11 @@ docs/experiments.md). Instance faults use the engine's verbs: kill with a signal
 from __future__ import annotations
 
 import os
-import shlex
 import time
+from dataclasses import dataclass, field
 
-from ..common import env_text
 from .base import Instance, Target, TargetError, free_port
+from .process import CommandSettings
 
 try:
     import docker
@@ -33,21 +33,35 @@ def client_for(host: str | None):
                           f"the target file (or DOCKER_HOST)") from None
 
 
+@dataclass(slots=True, frozen=True)
+class DockerSettings(CommandSettings):
+    """A docker target's own settings: a process target's, and its image, mounts and engine."""
+
+    image: str = ""
+    volumes: dict[str, str] = field(default_factory=dict)  # host path: container path, mounted read-only
+    docker_host: str | None = None
+
+    @classmethod
+    def from_dict(cls, s: dict, **more) -> DockerSettings:
+        return super(DockerSettings, cls).from_dict(s, image=s["image"], volumes=dict(s.get("volumes") or {}),
+                                                    docker_host=s.get("docker_host"), **more)
+
+
 class DockerTarget(Target):
     kind = "docker"
 
     def __init__(self, spec, out_dir):
         super().__init__(spec, out_dir)
-        s = spec.settings
-        self.model = s.get("model")
-        self.host = s.get("docker_host") or os.environ.get("DOCKER_HOST")
+        self.conf = DockerSettings.from_dict(spec.settings)
+        self.model, self.health_path = self.conf.model, self.conf.health_path
+        self.host = self.conf.docker_host or os.environ.get("DOCKER_HOST")
         self.client = None
         self.label = os.path.abspath(out_dir)
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"d{i}", f"http://127.0.0.1:{port}", port,
                                            log_path=os.path.join(out_dir, f"container-d{i}.log"),
-                                           metrics_path=spec.settings.get("metrics_path", "/metrics")))
+                                           metrics_path=self.conf.metrics_path))
 
     def _client(self):
         if self.client is None:
@@ -55,22 +69,18 @@ class DockerTarget(Target):
         return self.client
 
     def command(self, inst: Instance) -> list[str] | None:
-        cmd = self.spec.settings.get("command")
-        if cmd is None:
-            return None
-        parts = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
-        return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]
+        return self.conf.words(inst)
 
     def start_instance(self, inst: Instance) -> None:
         c = self._client()
-        image = self.spec.settings["image"]
+        image = self.conf.image
         try:
             c.images.get(image)
         except NotFound:
             raise TargetError(f"image {image!r} is not on the engine and nothing is pulled here: build it with "
                               f"`docker import` (see docs/experiments.md)") from None
-        volumes = {h: {"bind": v, "mode": "ro"} for h, v in (self.spec.settings.get("volumes") or {}).items()}
-        env = {**env_text(self.spec.settings.get("env")), "PORT": str(inst.port)}
+        volumes = {h: {"bind": v, "mode": "ro"} for h, v in self.conf.volumes.items()}
+        env = {**self.conf.env, "PORT": str(inst.port)}
         if os.environ.get("CHAOS_RUN_ID"):  # a container does not inherit the runner's environment: pass the mark
             env["CHAOS_RUN_ID"] = os.environ["CHAOS_RUN_ID"]
         try:

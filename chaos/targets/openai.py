@@ -23,11 +23,11 @@ class OpenAITarget(Target):
         super().__init__(spec, out_dir)
         s = spec.settings
         self.model = s["model"]
-        self.api_key_env = s.get("api_key_env")
+        self.api_key_env = spec.api_key_env
         from .limits import Limits
 
         self.limits = Limits.from_dict(s.get("limits"))
-        u = urlparse(s["base_url"])
+        u = urlparse(spec.base_url)
         port = u.port or (443 if u.scheme == "https" else 80)
         # The id is what journals and reports show: host and port only, never anything from userinfo.
         host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname

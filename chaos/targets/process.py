@@ -4,9 +4,35 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass, field
 
 from ..common import env_text
 from .base import Instance, Target, TargetError, free_port
+
+
+@dataclass(slots=True, frozen=True)
+class CommandSettings:
+    """A process or docker target's own settings (its section of the file, validated): what each instance runs
+    and where it answers."""
+
+    command: tuple[str, ...] | None = None  # its words; {port} and {replica} are filled in per instance
+    model: str | None = None
+    health_path: str = "/health"
+    metrics_path: str = "/metrics"
+    env: dict[str, str] = field(default_factory=dict)  # as text: a boolean is passed as true or false
+
+    @classmethod
+    def from_dict(cls, s: dict, **more) -> CommandSettings:
+        cmd = s.get("command")
+        words = None if cmd is None else tuple(shlex.split(cmd) if isinstance(cmd, str) else map(str, cmd))
+        return cls(command=words, model=s.get("model"), health_path=s.get("health_path", "/health"),
+                   metrics_path=s.get("metrics_path", "/metrics"), env=env_text(s.get("env")), **more)
+
+    def words(self, inst: Instance) -> list[str] | None:
+        """The command for one instance, or None when there is none (a docker image's own)."""
+        if self.command is None:
+            return None
+        return [w.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for w in self.command]
 
 
 class ProcessTarget(Target):
@@ -14,22 +40,21 @@ class ProcessTarget(Target):
 
     def __init__(self, spec, out_dir):
         super().__init__(spec, out_dir)
-        self.model = spec.settings.get("model")
+        self.conf = CommandSettings.from_dict(spec.settings)
+        self.model, self.health_path = self.conf.model, self.conf.health_path
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"p{i}", f"http://127.0.0.1:{port}", port,
                                            log_path=os.path.join(out_dir, f"process-p{i}.log"),
-                                           metrics_path=spec.settings.get("metrics_path", "/metrics")))
+                                           metrics_path=self.conf.metrics_path))
 
     def command(self, inst: Instance) -> list[str]:
-        cmd = self.spec.settings["command"]
-        parts = shlex.split(cmd) if isinstance(cmd, str) else [str(p) for p in cmd]
-        if not any("{port}" in p for p in parts):
+        if not any("{port}" in w for w in self.conf.command):
             raise TargetError("the process target's command must contain {port}, where it should listen")
-        return [p.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for p in parts]
+        return self.conf.words(inst)
 
     def start_instance(self, inst: Instance) -> None:
-        self.launch(inst, self.command(inst), env_text(self.spec.settings.get("env")))
+        self.launch(inst, self.command(inst), self.conf.env)
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:

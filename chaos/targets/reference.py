@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass, replace
 
 from ..common import FAULT_TOKEN_ENV, parse_duration, parse_percent
 from .base import Instance, Target, TargetError, free_port
@@ -44,23 +45,48 @@ def gateway_settings(g: dict) -> dict:
     return out
 
 
+@dataclass(slots=True, frozen=True)
+class ReferenceSettings:
+    """A reference target's own settings (its section of the file, validated): how each replica is served."""
+
+    model_name: str = "chaos-reference"
+    preset: str = "small"
+    threads: int | None = None  # None: one torch thread a replica where several share the cores, else torch's
+    max_model_len: int | None = None
+    args: tuple[str, ...] = ()  # more `chaos reference serve` arguments
+    gateway: dict | None = None  # the gateway's settings as GatewaySettings fields; None: no gateway
+    backups: int = 0  # the gateway's backup replicas
+    backup_preset: str = "tiny"
+
+    @classmethod
+    def from_dict(cls, s: dict) -> ReferenceSettings:
+        g = s.get("gateway")
+        backup = (g or {}).get("backup") or {}
+        return cls(model_name=s.get("model_name", "chaos-reference"), preset=s.get("preset", "small"),
+                   threads=s.get("threads"), max_model_len=s.get("max_model_len"), args=tuple(s.get("args", ())),
+                   gateway=None if g is None else gateway_settings(g), backups=backup.get("replicas", 0),
+                   backup_preset=backup.get("preset", "tiny"))
+
+    def for_backups(self) -> ReferenceSettings:
+        return replace(self, preset=self.backup_preset, args=())
+
+
 class ReferenceTarget(Target):
     kind = "reference"
 
     def __init__(self, spec, out_dir):
         super().__init__(spec, out_dir)
-        s = spec.settings
-        self.model = s.get("model_name", "chaos-reference")
+        self.conf = ReferenceSettings.from_dict(spec.settings)
+        self.model = self.conf.model_name
         self.allow_remote = spec.allow_remote
         for i in range(spec.replicas):
             port = free_port()
             self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
                                            log_path=os.path.join(out_dir, f"replica-r{i}.log")))
-        self.gateway_conf = s.get("gateway")
         self.backups: list[Instance] = []
         self.gateway: Instance | None = None
-        if self.gateway_conf is not None:
-            for i in range((self.gateway_conf.get("backup") or {}).get("replicas", 0)):
+        if self.conf.gateway is not None:
+            for i in range(self.conf.backups):
                 port = free_port()
                 self.backups.append(Instance(i, f"b{i}", f"http://127.0.0.1:{port}", port,
                                              log_path=os.path.join(out_dir, f"backup-b{i}.log")))
@@ -76,27 +102,24 @@ class ReferenceTarget(Target):
         return self.instances + self.backups + ([self.gateway] if self.gateway else [])
 
     def command(self, inst: Instance) -> list[str]:
-        s = self.spec.settings
         if inst is self.gateway:
             cmd = [sys.executable, "-m", "chaos", "reference", "gateway", "--host", "127.0.0.1", "--port",
                    str(inst.port), "--drain-timeout", "5",
-                   "--settings", json.dumps(gateway_settings(self.gateway_conf))]
+                   "--settings", json.dumps(self.conf.gateway)]
             for p in self.instances:  # through each replica's link, where it has one
                 cmd += ["--upstream", f"{p.id}={self.front(p)}"]
             for b in self.backups:
                 cmd += ["--backup", f"{b.id}={self.front(b)}"]
             return cmd + self._remote_args()
-        if inst in self.backups:
-            preset = (self.gateway_conf.get("backup") or {}).get("preset", "tiny")
-            s = {**s, "preset": preset, "args": []}
+        s = self.conf.for_backups() if inst in self.backups else self.conf
         # Replicas share the cores here: one torch thread each unless the file says otherwise.
-        threads = s.get("threads", 1 if len(self.instances) + len(self.backups) > 1 else 0)
+        threads = s.threads if s.threads is not None else 1 if len(self.instances) + len(self.backups) > 1 else 0
         cmd = [sys.executable, "-m", "chaos", "reference", "serve", "--host", "127.0.0.1", "--port", str(inst.port),
-               "--replica-id", inst.id, "--preset", s.get("preset", "small"), "--model-name", self.model,
+               "--replica-id", inst.id, "--preset", s.preset, "--model-name", self.model,
                "--threads", str(threads), "--enable-fault-hooks", "--drain-timeout", "5"]
-        if "max_model_len" in s:
-            cmd += ["--max-model-len", str(s["max_model_len"])]
-        return cmd + self._remote_args() + list(s.get("args", []))
+        if s.max_model_len is not None:
+            cmd += ["--max-model-len", str(s.max_model_len)]
+        return cmd + self._remote_args() + list(s.args)
 
     def routing_delay(self) -> float:
         if self.gateway is None:
@@ -104,7 +127,7 @@ class ReferenceTarget(Target):
         from ..reference.gateway.settings import GatewaySettings
 
         g = {**{f: getattr(GatewaySettings(), f) for f in ("health_interval_s", "eject_for_s", "breaker_open_s")},
-             **gateway_settings(self.gateway_conf)}
+             **self.conf.gateway}
         # The gateway sees the replica at its next health probe; an ejection or an open breaker may outlast that.
         return g["health_interval_s"] + max(g["eject_for_s"], g["breaker_open_s"])
 
