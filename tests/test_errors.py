@@ -114,6 +114,7 @@ ERRORS = {
     "chaos.targets.base.TargetError": (2, RuntimeError),  # chaos run, targets up, load, replay, sweep...
     "chaos.load.errors.LoadError": (2, RuntimeError),  # chaos run, load, replay, sweep, capacity, compare
     "chaos.faults.base.FaultError": (2, RuntimeError),  # chaos run: a fault that could not be injected
+    "chaos.plan.capacity.RefusedLoad": (2, RuntimeError),  # chaos capacity: every request refused with a 4xx
     "chaos.faults.params.ParamsError": (2, ValueError),  # a fault's settings built in code (the schema stops a file's)
     "chaos.targets.toxiproxy_api.ToxiproxyError": (2, RuntimeError),  # a TargetError by the time a run sees it
     "chaos.reference.launcher.LaunchError": (2, RuntimeError),  # chaos selftest hostile

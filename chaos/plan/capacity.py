@@ -8,8 +8,10 @@ intervals. The knee is reported as an interval, [highest sure pass, lowest sure 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import asdict
 
+from ..errors import SetupError
 from ..records import read_records
 from ..report.page import Page, esc
 from .reach import reached
@@ -20,6 +22,45 @@ from .planplots import capacity_figure
 from .search import Level, SearchConfig, knee, next_probe
 from .slo import SLO
 from .tables import LEVEL_HEADERS, level_cells, markdown_table, text_table, write_outputs
+
+
+class RefusedLoad(SetupError, RuntimeError):
+    """Every request of a probe was refused with a client error: the target refuses this load outright (prompts
+    beyond its context, a model it does not serve, a bad key), which says nothing of its capacity."""
+
+
+# What to change, by the error code (or status) the refusals carried.
+REFUSAL_FIXES = {
+    "context_length_exceeded": "send a workload whose prompts fit the model's context (--workload chat, or "
+                               "--input-tokens and --output-tokens within it), or reach a target with a longer "
+                               "context (a larger preset, or max_model_len)",
+    "model_not_found": "ask for a model the target serves (--model; GET /v1/models lists them)",
+    401: "set the API key (--api-key-env NAME, the variable that holds it)",
+    403: "use a key that may call this model",
+}
+OVERLOAD = (408, 429)  # a client error that is the target's load talking: a capacity signal, never a refusal
+
+
+def refusal(recs) -> tuple[int, str, str] | None:
+    """(status, error code, message) of the commonest refusal when every answered request was a client error
+    that is not about load; None when any request was served, failed otherwise, or none was sent."""
+    sent = [r for r in recs if r.outcome != "cancelled"]
+    if not sent or any(r.status is None or not 400 <= r.status < 500 or r.status in OVERLOAD for r in sent):
+        return None
+    (status, code), _ = Counter((r.status, r.error_code or "") for r in sent).most_common(1)[0]
+    message = next((r.error for r in sent if (r.status, r.error_code or "") == (status, code) and r.error), "")
+    return status, code, message
+
+
+def refused_error(recs, label: str, pdir: str) -> RefusedLoad:
+    status, code, message = refusal(recs)
+    n = sum(r.outcome != "cancelled" for r in recs)
+    fix = REFUSAL_FIXES.get(code) or REFUSAL_FIXES.get(status) or \
+        "change the load or the target until one request succeeds (chaos load with --users 1 shows one answer)"
+    return RefusedLoad(f"the target refused every one of the {n:,} requests at {label} with a client error "
+                       f"(HTTP {status}{f' {code}' if code else ''}{f': {message}' if message else ''}): it "
+                       f"refuses this load outright, so there is no capacity to find. The probe's records: {pdir}",
+                       hint=fix)
 
 
 def _label(level: float, open_loop: bool) -> str:
@@ -45,6 +86,8 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
             res = run_levels(r, send, [level], hold, pdir, open_loop, progress)
             model = res.model
             recs = read_records(res.records_path)
+            if not res.interrupted and refusal(recs) is not None:
+                raise refused_error(recs, _label(level, open_loop), pdir)
             pooled.setdefault(level, []).extend(recs)
             alone, together = judge(recs, slo, open_loop), judge(pooled[level], slo, open_loop)
             s = state.setdefault(level, Level())

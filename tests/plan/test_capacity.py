@@ -93,6 +93,20 @@ def test_the_cost_sum_and_the_page(two_searches):
     assert md.startswith("# Capacity:") and f"instances for 20 users: {cost['instances']}" in md
 
 
+@pytest.mark.slow
+def test_a_load_the_target_refuses_outright_is_a_setup_error_not_a_capacity(replica, tmp_path):
+    # the case: rag prompts far past the tiny preset's context; every request is a 400
+    p = chaos("capacity", replica, "--slo", "p95<500ms,errors<1%", "--hold", "1s", "--max-probes", 3,
+              "--workload", "rag", "--input-tokens", 3000, "--output-tokens", 16, "--out", tmp_path / "c")
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "the target refused every one of the" in p.stderr and "at 1 users with a client error (HTTP 400 " \
+        "context_length_exceeded" in p.stderr, p.stderr
+    assert "there is no capacity to find" in p.stderr and "--workload chat" in p.stderr  # the hint: what to do
+    assert "breaks already" not in p.stdout + p.stderr
+    assert not (tmp_path / "c" / "capacity.json").exists()
+    assert list((tmp_path / "c" / "probes").iterdir())  # the probe's records stay, named in the message
+
+
 @pytest.mark.parametrize("args, says", [
     (["--slo", "p95<3"], "bad limit '3'"),
     (["--slo", "latency<3s"], "unknown SLO figure"),
@@ -113,3 +127,22 @@ def test_an_absent_target_is_a_clear_error(tmp_path, capsys):
     assert "nothing answers at http://127.0.0.1:9" in capsys.readouterr().err
     assert main(["capacity", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "y")]) == 2
     assert "neither a URL" in capsys.readouterr().err
+
+
+def _rec(status, outcome="http_error", code=None, error=None):
+    from chaos.records.record import RequestRecord
+
+    return RequestRecord(id="x", case="rag", endpoint="chat", stream=True, t_sched=0.0, t_start=0.0, status=status,
+                         outcome=outcome, error_code=code, error=error)
+
+
+def test_refusal_is_every_request_a_client_error_that_is_not_about_load():
+    from chaos.plan.capacity import refusal
+
+    too_long = [_rec(400, code="context_length_exceeded", error="This model's maximum context length is 1024")] * 3
+    assert refusal(too_long) == (400, "context_length_exceeded", "This model's maximum context length is 1024")
+    assert refusal(too_long + [_rec(None, "cancelled")]) is not None  # cancelled at the end: not sent
+    assert refusal(too_long + [_rec(200, "ok")]) is None  # one served: a capacity question after all
+    assert refusal([_rec(429)] * 5) is None and refusal([_rec(408)] * 5) is None  # load, not refusal
+    assert refusal(too_long + [_rec(503)]) is None and refusal([_rec(None, "timeout")]) is None
+    assert refusal([]) is None
