@@ -1,5 +1,5 @@
 """Small helpers that several packages need: durations, percentages, Retry-After, OpenAI's error shape, loopback
-addresses, the fault token's names, stopping a process group.
+addresses, the fault token's names, a command group's parser, stopping a process group.
 
 Standard library and psutil only, and nothing else of the toolkit: the bundled reference server
 (chaos/reference/) imports this module and nothing else outside its own package, so lifting the server out
@@ -170,6 +170,16 @@ def run_event_loop(main):
 
     with asyncio.Runner(loop_factory=event_loop_factory()[1]) as runner:
         return runner.run(main)
+
+
+# -- command lines ------------------------------------------------------------------------------------------
+
+def command_group(sub, name: str, dest: str, metavar: str = "SUBCOMMAND", **parser_args):
+    """A command that only holds subcommands (`chaos reference`, `chaos selftest`, `chaos proxy`): the action to
+    add them to. Given none of them, it prints its help and exits 2, as `chaos` itself does given no command."""
+    p = sub.add_parser(name, **parser_args)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    return p.add_subparsers(dest=dest, metavar=metavar)
 
 
 # -- processes -----------------------------------------------------------------------------------------------

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from chaos.common import command_group
+
 
 def register(sub, formatter) -> None:
-    p = sub.add_parser(
-        "proxy", formatter_class=formatter, help="run a fault proxy standalone (Toxiproxy-compatible, or LLM-aware)",
+    kinds = command_group(
+        sub, "proxy", "proxy_kind", "KIND", formatter_class=formatter,
+        help="run a fault proxy standalone (Toxiproxy-compatible, or LLM-aware)",
         description="Run one of the bundled fault proxies by itself, in front of any service.\n\n"
                     "  serve  a Toxiproxy-compatible server: its HTTP API on --port (8474 by default); Toxiproxy's\n"
                     "         own clients (toxiproxy-python, toxiproxy-go, toxiproxy-cli ...) drive it unmodified\n"
@@ -15,10 +18,8 @@ def register(sub, formatter) -> None:
                "  chaos proxy serve --port 8474\n"
                "  chaos proxy llm --listen 127.0.0.1:9000 --upstream http://127.0.0.1:8000\n"
                "\nRun `chaos proxy KIND --help` for the options of each.")
-    kinds = p.add_subparsers(dest="proxy_kind", metavar="KIND")
     from .llm.cli import register as register_llm
     from .toxiproxy.cli import register as register_toxiproxy
 
     register_toxiproxy(kinds, formatter)
     register_llm(kinds, formatter)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, is_loopback, parse_duration
+from ..common import FAULT_TOKEN_ENV, FAULT_TOKEN_HEADER, command_group, is_loopback, parse_duration
 from ..errors import InputError, SetupError, counts_as, handled
 from .config import DEFAULT_PRESET, PRESETS
 
@@ -29,11 +29,10 @@ def _seconds(text: str) -> float:
 
 
 def register(sub, formatter) -> None:
-    ref = sub.add_parser("reference", help="the bundled reference inference server", formatter_class=formatter,
+    rsub = command_group(sub, "reference", "reference_command", formatter_class=formatter,
+                         help="the bundled reference inference server",
                          description="The bundled reference inference server: paged KV cache, continuous "
                                      "batching, prefix caching, an OpenAI-compatible API.")
-    rsub = ref.add_subparsers(dest="reference_command", metavar="SUBCOMMAND")
-    ref.set_defaults(func=lambda a: (ref.print_help(), 2)[1])
 
     serve = rsub.add_parser(
         "serve", formatter_class=formatter, help="serve the OpenAI-compatible API",

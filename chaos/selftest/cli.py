@@ -14,16 +14,16 @@ import time
 import urllib.request
 from collections import Counter
 
+from ..common import command_group
 from ..errors import InputError, SetupError, counts_as, handled
 from .hostile import cmd_selftest
 
 
 def register(sub, formatter) -> None:
-    st = sub.add_parser("selftest", help="check a target against hostile input, and the toolkit against interruptions",
-                        formatter_class=formatter, description="Self-tests of a target's robustness, and of the "
-                                                               "toolkit's own rollback.")
-    ssub = st.add_subparsers(dest="selftest_command", metavar="SUBCOMMAND")
-    st.set_defaults(func=lambda a: (st.print_help(), 2)[1])
+    ssub = command_group(sub, "selftest", "selftest_command",
+                         help="check a target against hostile input, and the toolkit against interruptions",
+                         formatter_class=formatter, description="Self-tests of a target's robustness, and of the "
+                                                                "toolkit's own rollback.")
     h = ssub.add_parser(
         "hostile", formatter_class=formatter, help="send every hostile request, directly and through the gateway",
         description="Send every hostile request (extreme and NaN sampling values, lone surrogates, bodies too big\n"
