@@ -75,22 +75,22 @@ def unmarshal_error(value, where: str, want: str) -> ApiError:
     return bad_body(f"json: cannot unmarshal {shown} into Go struct field {where} of type {want}")
 
 
-def get_str(obj: dict, key: str, where: str, default: str = "") -> str:
+def _get(obj: dict, key: str, where: str, default, kind: type, go_type: str):
+    # Go leaves a field that is missing or null at its default, and rejects any other type
     if key not in obj or obj[key] is None:
         return default
     v = obj[key]
-    if not isinstance(v, str):
-        raise unmarshal_error(v, where, "string")
+    if not isinstance(v, kind):
+        raise unmarshal_error(v, where, go_type)
     return v
+
+
+def get_str(obj: dict, key: str, where: str, default: str = "") -> str:
+    return _get(obj, key, where, default, str, "string")
 
 
 def get_bool(obj: dict, key: str, where: str, default: bool) -> bool:
-    if key not in obj or obj[key] is None:
-        return default
-    v = obj[key]
-    if not isinstance(v, bool):
-        raise unmarshal_error(v, where, "bool")
-    return v
+    return _get(obj, key, where, default, bool, "bool")
 
 
 def _int64(v, where: str) -> int:
