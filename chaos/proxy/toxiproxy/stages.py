@@ -34,13 +34,17 @@ class Stage:
         return 0.0
 
 
-class Latency(Stage):
-    __slots__ = ("last",)
+class _InOrder(Stage):
+    """A stage that holds chunks back keeps them in order: none is released before the one planned ahead of it."""
+
+    __slots__ = ("last",)  # when the last chunk planned is released
 
     def __init__(self, toxic, now):
         super().__init__(toxic, now)
         self.last = 0.0
 
+
+class Latency(_InOrder):
     def apply(self, items, pipe):
         out = []
         for t, data in items:
@@ -52,13 +56,7 @@ class Latency(Stage):
         return out
 
 
-class Bandwidth(Stage):
-    __slots__ = ("busy_until",)
-
-    def __init__(self, toxic, now):
-        super().__init__(toxic, now)
-        self.busy_until = 0.0
-
+class Bandwidth(_InOrder):
     def apply(self, items, pipe):
         rate = self.toxic.attr("rate")  # KB/s, KB = 1000 B
         if rate <= 0:
@@ -67,12 +65,12 @@ class Bandwidth(Stage):
         piece = max(1, int(bps / 10))  # 100 ms worth: the data trickles instead of arriving in a lump
         out = []
         for t, data in items:
-            start = max(t, self.busy_until)
+            start = max(t, self.last)
             for i in range(0, len(data), piece):
                 part = data[i:i + piece]
                 start += len(part) / bps
                 out.append((start, part))
-            self.busy_until = start
+            self.last = start
         return out
 
 
