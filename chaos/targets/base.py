@@ -152,22 +152,32 @@ class Target:
         return http_ok(self.health_url(inst))
 
     def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
+        def exited() -> str | None:
+            if inst.proc is not None and inst.proc.poll() is not None:
+                return f"{inst.id} exited with {inst.proc.returncode} before it was healthy{self._log_tail(inst)}"
+            return None
+
+        if not self._poll_healthy(inst, timeout, should_stop, exited, lambda: time.sleep(0.1)):
+            raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within "
+                              f"{self.spec.startup_timeout:.0f}s"
+                              f"{self._log_tail(inst)}; raise startup_timeout in the target file if it is just slow")
+
+    def _poll_healthy(self, inst: Instance, timeout: float, should_stop, exited, pause) -> bool:
+        """True once inst answers its health check (it is then up), False when timeout has passed. exited() says
+        why inst never will (None while it may), pause() waits between checks."""
         deadline = time.monotonic() + timeout
         while True:  # checked at least once: a later instance of a restart may have only moments left
             if should_stop():
                 raise TargetError("interrupted while waiting for the target")
-            if inst.proc is not None and inst.proc.poll() is not None:
-                raise TargetError(f"{inst.id} exited with {inst.proc.returncode} before it was healthy"
-                                  f"{self._log_tail(inst)}")
+            why = exited()
+            if why is not None:
+                raise TargetError(why)
             if self.healthy(inst):
                 inst.state, inst.up_since = "up", self.clock()
-                return
+                return True
             if time.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
-        raise TargetError(f"{inst.id} did not become healthy at {self.health_url(inst)} within "
-                          f"{self.spec.startup_timeout:.0f}s"
-                          f"{self._log_tail(inst)}; raise startup_timeout in the target file if it is just slow")
+                return False
+            pause()
 
     @staticmethod
     def _log_tail(inst: Instance) -> str:

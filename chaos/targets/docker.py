@@ -100,24 +100,24 @@ class DockerTarget(Target):
             return None
 
     def wait_healthy(self, inst: Instance, timeout: float, should_stop=lambda: False) -> None:
-        deadline = time.monotonic() + timeout
-        while True:  # checked at least once (see Target.wait_healthy)
-            if should_stop():
-                raise TargetError("interrupted while waiting for the target")
+        c = None
+
+        def exited() -> str | None:
+            nonlocal c
             c = self._container(inst)
             if c is not None and c.status == "exited":
                 logs = c.logs(tail=5).decode(errors="replace").strip()
-                raise TargetError(f"container {inst.id} exited before it was healthy: {logs[-300:]}")
-            if self.healthy(inst):
-                inst.state, inst.up_since = "up", self.clock()
-                return
-            if time.monotonic() >= deadline:
-                break
+                return f"container {inst.id} exited before it was healthy: {logs[-300:]}"
+            return None
+
+        def pause() -> None:
             time.sleep(0.2)
             if c is not None:
                 c.reload()
-        raise TargetError(f"container {inst.id} did not become healthy at {self.health_url(inst)} within "
-                          f"{self.spec.startup_timeout:.0f}s")
+
+        if not self._poll_healthy(inst, timeout, should_stop, exited, pause):
+            raise TargetError(f"container {inst.id} did not become healthy at {self.health_url(inst)} within "
+                              f"{self.spec.startup_timeout:.0f}s")
 
     def up(self, should_stop=lambda: False) -> None:
         for inst in self.instances:
