@@ -58,6 +58,12 @@ class Instance:
     metrics_key_env: str | None = None  # the variable holding the bearer key its /metrics asks for (LiteLLM's)
     front: bool = False  # a gateway: every answer passes it, none names it as who served
 
+    @classmethod
+    def on_loopback(cls, index: int, id: str, log_path: str, **more) -> Instance:
+        """One at a free loopback port, found now: the process started for it binds the port."""
+        port = free_port()
+        return cls(index, id, f"http://127.0.0.1:{port}", port, log_path=log_path, **more)
+
     @property
     def metrics_url(self) -> str | None:
         """Prometheus text: at the root of the instance's host, not under an API base path (vLLM, llama.cpp's

@@ -10,8 +10,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .base import Instance, Target, TargetError, free_port
-from .process import CommandSettings
+from .base import Instance, TargetError
+from .process import CommandSettings, CommandTarget
 
 try:
     import docker
@@ -47,21 +47,16 @@ class DockerSettings(CommandSettings):
                                                     docker_host=s.get("docker_host"), **more)
 
 
-class DockerTarget(Target):
+class DockerTarget(CommandTarget):
     kind = "docker"
+    Settings = DockerSettings
+    prefix, log_name = "d", "container"
 
     def __init__(self, spec, out_dir):
         super().__init__(spec, out_dir)
-        self.conf = DockerSettings.from_dict(spec.settings)
-        self.model, self.health_path = self.conf.model, self.conf.health_path
         self.host = self.conf.docker_host or os.environ.get("DOCKER_HOST")
         self.client = None
         self.label = os.path.abspath(out_dir)
-        for i in range(spec.replicas):
-            port = free_port()
-            self.instances.append(Instance(i, f"d{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"container-d{i}.log"),
-                                           metrics_path=self.conf.metrics_path))
 
     def _client(self):
         if self.client is None:

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..common import env_text
-from .base import Instance, Target, TargetError, free_port
+from .base import Instance, Target, TargetError
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,18 +35,25 @@ class CommandSettings:
         return [w.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for w in self.command]
 
 
-class ProcessTarget(Target):
-    kind = "process"
+class CommandTarget(Target):
+    """A kind whose instances each run a command of the file's (a process, a container), named PREFIX0...:
+    their settings read once, their ports found."""
+
+    Settings: type[CommandSettings] = CommandSettings
+    prefix, log_name = "p", "process"  # p0 logs to process-p0.log
 
     def __init__(self, spec, out_dir):
         super().__init__(spec, out_dir)
-        self.conf = CommandSettings.from_dict(spec.settings)
+        self.conf = self.Settings.from_dict(spec.settings)
         self.model, self.health_path = self.conf.model, self.conf.health_path
         for i in range(spec.replicas):
-            port = free_port()
-            self.instances.append(Instance(i, f"p{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"process-p{i}.log"),
-                                           metrics_path=self.conf.metrics_path))
+            iid = f"{self.prefix}{i}"
+            self.instances.append(Instance.on_loopback(i, iid, os.path.join(out_dir, f"{self.log_name}-{iid}.log"),
+                                                       metrics_path=self.conf.metrics_path))
+
+
+class ProcessTarget(CommandTarget):
+    kind = "process"
 
     def command(self, inst: Instance) -> list[str]:
         if not any("{port}" in w for w in self.conf.command):

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from ..common import FAULT_TOKEN_ENV, parse_duration, parse_percent
-from .base import Instance, Target, TargetError, free_port
+from .base import Instance, Target, TargetError
 
 
 def gateway_settings(g: dict) -> dict:
@@ -80,19 +80,13 @@ class ReferenceTarget(Target):
         self.model = self.conf.model_name
         self.allow_remote = spec.allow_remote
         for i in range(spec.replicas):
-            port = free_port()
-            self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"replica-r{i}.log")))
+            self.instances.append(Instance.on_loopback(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log")))
         self.backups: list[Instance] = []
         self.gateway: Instance | None = None
         if self.conf.gateway is not None:
             for i in range(self.conf.backups):
-                port = free_port()
-                self.backups.append(Instance(i, f"b{i}", f"http://127.0.0.1:{port}", port,
-                                             log_path=os.path.join(out_dir, f"backup-b{i}.log")))
-            port = free_port()
-            self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
-                                    log_path=os.path.join(out_dir, "gateway.log"), front=True)
+                self.backups.append(Instance.on_loopback(i, f"b{i}", os.path.join(out_dir, f"backup-b{i}.log")))
+            self.gateway = Instance.on_loopback(0, "gw", os.path.join(out_dir, "gateway.log"), front=True)
 
     @property
     def fronted(self) -> list[Instance]:

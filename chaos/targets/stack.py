@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import yaml
 
 from ..common import env_text, parse_duration
-from .base import Instance, Target, TargetError, free_port
+from .base import Instance, Target, TargetError
 
 CONFIG_NAME = "gateway-config"  # RUN_DIR/gateway-config.<ext>: the rendered template, as the gateway read it
 FAKE_PORT0 = 61001  # the sentinel ports a template is checked with before any port is taken
@@ -196,19 +196,15 @@ class StackTarget(Target):
         self.replica_part = Part.from_dict(s["replica"])
         self.gateway_part = Part.from_dict(s["gateway"]) if "gateway" in s else None
         for i in range(spec.replicas):
-            port = free_port()
-            self.instances.append(Instance(i, f"r{i}", f"http://127.0.0.1:{port}", port,
-                                           log_path=os.path.join(out_dir, f"replica-r{i}.log"),
-                                           metrics_path=self.replica_part.metrics_path,
-                                           metrics_key_env=self.replica_part.metrics_key_env))
+            self.instances.append(Instance.on_loopback(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log"),
+                                                       metrics_path=self.replica_part.metrics_path,
+                                                       metrics_key_env=self.replica_part.metrics_key_env))
         self.gateway: Instance | None = None
         self.config_path: str | None = None
         if self.gateway_part is not None:
-            port = free_port()
-            self.gateway = Instance(0, "gw", f"http://127.0.0.1:{port}", port,
-                                    log_path=os.path.join(out_dir, "gateway.log"),
-                                    metrics_path=self.gateway_part.metrics_path,
-                                    metrics_key_env=self.gateway_part.metrics_key_env, front=True)
+            self.gateway = Instance.on_loopback(0, "gw", os.path.join(out_dir, "gateway.log"),
+                                                metrics_path=self.gateway_part.metrics_path,
+                                                metrics_key_env=self.gateway_part.metrics_key_env, front=True)
             if self.gateway_part.config is not None:
                 tpl = template_path(spec.source, self.gateway_part.config)
                 self.config_path = os.path.join(out_dir, CONFIG_NAME + config_suffix(tpl))
