@@ -64,6 +64,12 @@ def register(sub, formatter) -> None:
     p.add_argument("--pairs", "--repeat", dest="pairs", type=int, default=7,
                    help="pairs of runs of each experiment (recorded baseline: candidate runs); 5 or more to "
                         "judge at 95%%")
+    p.add_argument("--max-pairs", type=int, metavar="N",
+                   help="sequential: run pairs until every figure is decided (worse, or within the tolerance), "
+                        "looking at 5, 7, 10, 14 ... pairs, at most N; the looks share the error (docs/gate.md)")
+    p.add_argument("--power", type=float, default=0.8,
+                   help="with --max-pairs: the chance that a change of exactly the tolerance is not decided "
+                        "'within the tolerance' (1 - power bounds that error)")
     p.add_argument("--seed", type=int, help="the coins of the pairs' orders (default: drawn, and written in "
                                            "gate.json to run the same order again)")
     p.add_argument("--host-bound", type=float, default=DEFAULT_BOUND, metavar="CORES",
@@ -134,8 +140,15 @@ def cmd_gate(a) -> int:
             load_plan(a.suite, variables, target=a.baseline_target)  # both builds must run every experiment
         kind = "aa" if a.aa else "gate"
         out = a.out or os.path.join("reports", f"{kind}-{suite.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        design = None
+        if a.max_pairs is not None:
+            from .sequential import Design
+
+            if not 0.5 < a.power < 1:
+                raise GateError(f"--power {a.power}: a chance between 0.5 and 1 (0.8: 80 %)")
+            design = Design.plan(a.confidence, a.max_pairs, a.power)
         plan = Plan(suite, out, a.candidate, a.baseline_target,
-                    recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa)
+                    recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa, design)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         doc = run_gate(plan, settings, progress=lambda line: print(line, flush=True))

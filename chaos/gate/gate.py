@@ -28,6 +28,7 @@ from ..verify.paired import min_pairs
 from . import pairs as P
 from .judge import judge
 from .figures import GateSettings, Side, experiment_figures
+from .sequential import Design, settle, update
 
 PASS, REGRESSION, SETUP_ERROR, INCONCLUSIVE_EXIT = 0, 1, 2, 4
 RAN = (PASSED, FAILED, ABORTED, INCONCLUSIVE)  # runs with records to compare
@@ -48,10 +49,18 @@ class Plan:
     pairs: int = 7  # interleaved: pairs of runs; recorded: candidate runs
     seed: int | None = None  # the coins of the pairs' orders; None: drawn and written down
     aa: bool = False  # the candidate is the baseline: an A/A control
+    design: Design | None = None  # sequential (--max-pairs): pairs until every figure is decided
 
     def __post_init__(self):
         if self.pairs < 1 or self.pairs > MAX_PAIRS:
             raise GateError(f"--pairs must be from 1 to {MAX_PAIRS}")
+        if self.design is not None:
+            if self.baseline_target is None:
+                raise GateError("--max-pairs runs pairs until the figures are decided: give --baseline-target FILE "
+                                "(recorded baseline runs cannot be paired)")
+            if self.design.max_pairs > MAX_PAIRS:
+                raise GateError(f"--max-pairs must be at most {MAX_PAIRS}")
+            self.pairs = self.design.max_pairs
         if (self.baseline_target is None) == (not self.baseline_runs):
             raise GateError("give either --baseline-target FILE (interleaved runs) or --baseline DIR (recorded runs)")
         if self.seed is None:
@@ -111,28 +120,36 @@ def run_gate(plan: Plan, settings: GateSettings, progress=print) -> dict:
            "interleaved": plan.interleaved, "aa": plan.aa, "pairs": plan.pairs, "seed": plan.seed, "orders": orders,
            "settings": {k: getattr(settings, k) for k in settings.__slots__}, "started": time.time(), "runs": []}
     done: dict[str, list[dict]] = {e.name: [] for e in plan.suite.entries}
+
+    def run(e, pair: int, o: str | None, side: str, what: str) -> bool:
+        """One run, recorded in done and gate.json; False: a setup error ended the gate."""
+        target = plan.baseline_target if side == "a" else plan.candidate
+        progress(f"[{what}] {'baseline' if side == 'a' else 'candidate'}")
+        out = run_entry(e, os.path.join(plan.out_dir, "runs", e.name, f"{side}-{pair}"), target=target,
+                        progress=progress)
+        host = load_summary(out.report)
+        row = {**out.to_dict(), "side": side, "pair": pair, "order": o, "host": host.to_dict() if host else None}
+        done[e.name].append(row)
+        doc["runs"].append(row)
+        if host:
+            progress(f"  host: {host.text()}")
+        _write(plan.out_dir, doc)
+        if out.exit_code == INTERRUPTED or out.interrupted:
+            raise KeyboardInterrupt
+        if out.exit_code not in RAN:  # a setup error, or the run crashed: nothing to compare
+            doc.update(decide_setup(out))
+            return False
+        return True
+
     try:
+        if plan.design is not None:
+            return _sequential(plan, settings, doc, done, orders, run, progress)
         for e in plan.suite.entries:
             seq = [(i + 1, o, side) for i, o in enumerate(orders) for side in o] if plan.interleaved \
                 else [(i + 1, None, "b") for i in range(plan.pairs)]
             for k, (pair, o, side) in enumerate(seq):
-                target = plan.baseline_target if side == "a" else plan.candidate
-                run_dir = os.path.join(plan.out_dir, "runs", e.name, f"{side}-{pair}")
                 what = f"pair {pair}/{plan.pairs} {o}" if o else f"run {pair}/{plan.pairs}"
-                progress(f"[{e.name} {k + 1}/{len(seq)}, {what}] {'baseline' if side == 'a' else 'candidate'}")
-                out = run_entry(e, run_dir, target=target, progress=progress)
-                host = load_summary(out.report)
-                row = {**out.to_dict(), "side": side, "pair": pair, "order": o,
-                       "host": host.to_dict() if host else None}
-                done[e.name].append(row)
-                doc["runs"].append(row)
-                if host:
-                    progress(f"  host: {host.text()}")
-                _write(plan.out_dir, doc)
-                if out.exit_code == INTERRUPTED or out.interrupted:
-                    raise KeyboardInterrupt
-                if out.exit_code not in RAN:  # a setup error, or the run crashed: nothing to compare
-                    doc.update(decide_setup(out))
+                if not run(e, pair, o, side, f"{e.name} {k + 1}/{len(seq)}, {what}"):
                     return _finish(plan.out_dir, doc)
     except KeyboardInterrupt:
         doc.update(exit_code=INTERRUPTED, verdict="interrupted",
@@ -142,6 +159,72 @@ def run_gate(plan: Plan, settings: GateSettings, progress=print) -> dict:
     progress("comparing ...")
     doc.update(compare(plan, settings, done, doc))
     return _finish(plan.out_dir, doc)
+
+
+def _sequential(plan: Plan, s: GateSettings, doc: dict, done: dict, orders: list[str], run, progress) -> dict:
+    """Rounds of pairs, one pair of each experiment still open a round; at each look every figure is judged
+    (chaos/gate/sequential.py) and an experiment whose figures are all decided runs no more pairs."""
+    design = plan.design
+    doc["sequential"] = {"looks": list(design.looks), "alpha": design.alpha, "beta": design.beta,
+                         "alpha_per_look": design.alpha_at(0), "beta_per_look": design.beta_at(0), "done": []}
+    decided: dict[str, dict] = {}
+    running = [e for e in plan.suite.entries]
+    for pair in range(1, design.max_pairs + 1):
+        o = orders[pair - 1]
+        for e in running:
+            for side in o:
+                what = f"{e.name}, pair {pair} of at most {design.max_pairs} {o}"
+                if not run(e, pair, o, side, what):
+                    return _finish(plan.out_dir, doc)
+        look = design.look_at(pair)
+        if look is None:
+            continue
+        still = _look(plan, s, done, decided, look, pair)
+        worse = sum(d["verdict"] == C.WORSE for d in decided.values())
+        names = [f["figure"] for f in still]
+        doc["sequential"]["done"].append({"pairs": pair, "decided": len(decided), "worse": worse, "open": names})
+        progress(f"look {look + 1}/{len(design.looks)} at {pair} pairs: {len(decided)} figure(s) decided ({worse} "
+                 f"worse), {len(still)} open" + (f": {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+                                                  if names else ""))
+        running = [e for e in running if e.name in {f["experiment"] for f in still}]
+        _write(plan.out_dir, doc)
+        if worse:  # the verdict is made: a regression, called at the look's strict threshold
+            progress("a figure is worse: the gate stops here (the figures still open are listed as such)")
+            break
+        if not running:
+            break
+    progress("comparing ...")
+    doc.update(_decide_sequential(plan, s, done, decided, doc))
+    return _finish(plan.out_dir, doc)
+
+
+def _figures(plan: Plan, s: GateSettings, done: dict, upto: int) -> list[dict]:
+    figs = []
+    for e in plan.suite.entries:
+        figs += P.experiment_figures(e.name, _pairs([r for r in done[e.name] if r["pair"] <= upto]), s)
+    return figs
+
+
+def _look(plan: Plan, s: GateSettings, done: dict, decided: dict, look: int, pairs: int) -> list[str]:
+    judged = judge(_figures(plan, s, done, pairs), 1 - plan.design.alpha_at(look), plan.seed, s.host_bound)
+    return update(decided, judged, plan.design, look, pairs, plan.seed)
+
+
+def _decide_sequential(plan: Plan, s: GateSettings, done: dict, decided: dict, doc: dict) -> dict:
+    """The figures at the last look, each decided one with the verdict of the look that decided it."""
+    last = max(r["pair"] for rows in done.values() for r in rows)
+    look = plan.design.look_at(last)
+    alpha = plan.design.alpha_at(look if look is not None else len(plan.design.looks) - 1)
+    figs = settle(judge(_figures(plan, s, done, last), 1 - alpha, plan.seed, s.host_bound), decided)
+    ran = {e.name: max((r["pair"] for r in done[e.name]), default=0) for e in plan.suite.entries}
+    doc["sequential"].update(pairs_run=ran, runs=2 * sum(ran.values()),
+                             open=[f["figure"] for f in figs if not f["decided"] and f.get("kind") != "aborted"])
+    out = decide(figs, s, plan, doc["runs"])
+    if out["exit_code"] == PASS and doc["sequential"]["open"]:
+        n = len(doc["sequential"]["open"])
+        out["reason"] += (f"; {n} figure(s) still open at {plan.design.max_pairs} pairs (neither worse nor shown "
+                          f"within the tolerance: more --max-pairs would decide them)")
+    return out
 
 
 def rejudge(gate_dir: str, settings: GateSettings, out_dir: str) -> dict:
@@ -163,13 +246,29 @@ def rejudge(gate_dir: str, settings: GateSettings, out_dir: str) -> dict:
         run_dir = _abs(gate_dir, r["run_dir"]) if os.path.exists(_abs(gate_dir, r["run_dir"])) else here
         done.setdefault(r["name"], []).append({**r, "run_dir": os.path.abspath(run_dir)})
     entries = [_Entry(name) for name in done]
+    seq = old.get("sequential")
+    design = Design.plan(settings.confidence, len(old["orders"]), 1 - seq["beta"]) if seq else None
     plan = Plan(_Suite(old["suite"], old.get("suite_file"), entries), out_dir, old["candidate"], old["baseline"],
-                pairs=old["pairs"], seed=old["seed"], aa=old.get("aa", False))
+                pairs=old["pairs"], seed=old["seed"], aa=old.get("aa", False), design=design)
     doc = {k: v for k, v in old.items() if k not in ("figures", "notes", "not_compared")}
     doc.update(settings={k: getattr(settings, k) for k in settings.__slots__}, rejudged_from=os.path.abspath(gate_dir),
                runs=[r for rows in done.values() for r in rows])
     os.makedirs(out_dir, exist_ok=True)
-    doc.update(compare(plan, settings, done, doc))
+    if design is None:
+        doc.update(compare(plan, settings, done, doc))
+        return _finish(out_dir, doc)
+    # the looks again, in order, on the pairs each had: the same procedure, with these settings
+    decided: dict[str, dict] = {}
+    last = max(r["pair"] for r in doc["runs"])
+    doc["sequential"] = {**seq, "looks": list(design.looks), "alpha": design.alpha, "alpha_per_look":
+                         design.alpha_at(0), "done": []}
+    for look, pairs in enumerate(design.looks):
+        if pairs > last:
+            break
+        still = _look(plan, settings, done, decided, look, pairs)
+        doc["sequential"]["done"].append({"pairs": pairs, "decided": len(decided), "open": [f["figure"] for f in still],
+                                          "worse": sum(d["verdict"] == C.WORSE for d in decided.values())})
+    doc.update(_decide_sequential(plan, settings, done, decided, doc))
     return _finish(out_dir, doc)
 
 
