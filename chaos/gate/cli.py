@@ -13,6 +13,8 @@ from ..host import DEFAULT_BOUND
 EPILOG = """examples:
   # interleaved (the default where both builds can run here): 7 pairs, each pair's order a b or b a by a coin
   chaos gate --baseline-target targets/reference.yaml --candidate targets/builds/no-retries.yaml gates/upgrade.yaml
+  # sequential: pairs until every figure is worse or shown within the tolerance, at most 20
+  chaos gate --baseline-target targets/reference.yaml --candidate targets/new.yaml gates/upgrade.yaml --max-pairs 20
   # the A/A control: the baseline against itself, to learn what this runner's noise lets the gate see
   chaos gate --aa --baseline-target targets/reference.yaml gates/upgrade.yaml
   # against recorded runs (a game day's, a gate's or one run's directory): only the candidate runs now

@@ -70,6 +70,11 @@ class Plan:
     def interleaved(self) -> bool:
         return self.baseline_target is not None
 
+    @property
+    def pairs_option(self) -> str:
+        """The option that gives more pairs: what a message asking for more names."""
+        return "--max-pairs" if self.design is not None else "--pairs"
+
 
 def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
     """The baseline runs in a gate's, a game day's or one run's directory, by suite entry name."""
@@ -406,7 +411,7 @@ def decide(figs: list[dict], s: GateSettings, plan: Plan, runs: list[dict] = ())
                 "reason": f"no regression found, but the host differed between the runs compared, so "
                           f"{len(held)} latency or recovery-time figure(s) were not judged on that evidence "
                           f"({host_text(held, runs)}). Rerun when the runner is quieter, give more pairs "
-                          f"(--pairs {more}) so that enough of them see the same host, or move to a quieter "
+                          f"({plan.pairs_option} {more}) so that enough of them see the same host, or move to a quieter "
                           f"runner; `chaos gate --aa` measures a runner"}
     if not judged or short:
         return {**base, **_short(short, plan)}
@@ -440,7 +445,7 @@ def _short(short: list[dict], plan: Plan) -> dict:
         need = max([f.get("needs_pairs") or 0 for f in short] + [plan.pairs + 1, min_pairs(0.95)])
         return {"exit_code": INCONCLUSIVE_EXIT, "verdict": "inconclusive", "needs_pairs": need,
                 "reason": f"no regression found, but {len(short)} figure(s) could not be judged: "
-                          f"{(short[0]['why'] if short else 'nothing judged')}; give --pairs {need}, longer runs "
+                          f"{(short[0]['why'] if short else 'nothing judged')}; give {plan.pairs_option} {need}, longer runs "
                           f"or fewer percentiles (--percentiles)"}
     need = max([f.get("needs_runs") or 0 for f in short] or [plan.pairs + 1])
     if any(f.get("short_side") == "a" for f in short):

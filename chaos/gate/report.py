@@ -71,6 +71,10 @@ def figure_line(f: dict) -> str:
         parts.append(f"never recovered in {f['censored']['a']} / {f['censored']['b']} runs (counted to the end)")
     if f["verdict"] == C.NOT_JUDGED:
         parts.append(f"not judged: {f.get('why', '')}")
+    if f.get("within"):
+        parts.append(f"within the tolerance at {f['decided_at']} pairs (p = {f['p_within']:.2g})")
+    elif f.get("decided") is False and f["verdict"] != C.NOT_JUDGED:
+        parts.append("still open: neither worse nor shown within the tolerance")
     return ", ".join(parts)
 
 
@@ -152,6 +156,13 @@ def markdown(doc: dict) -> str:
     title = "chaos gate (A/A control)" if doc.get("aa") else "chaos gate"
     design = (f", {doc.get('pairs')} pairs in random order (seed {doc.get('seed')})" if doc.get("interleaved")
               else f", {doc.get('pairs')} candidate run(s) against recorded runs")
+    seq = doc.get("sequential")
+    if seq and seq.get("pairs_run") is not None:
+        ran = ", ".join(f"{name} {n}" for name, n in seq["pairs_run"].items())
+        design = (f", sequential: pairs in random order (seed {doc.get('seed')}) until every figure was decided, "
+                  f"at most {doc.get('pairs')}, looks at {', '.join(map(str, seq['looks']))} pairs, each at alpha "
+                  f"{seq['alpha_per_look']:.3g} and beta {seq['beta_per_look']:.3g}; pairs run: {ran} "
+                  f"({seq['runs']} runs)")
     lines = [f"## {ICON.get(verdict, '')} {title}: {verdict.upper()} — {doc.get('suite')}", "",
              f"{doc.get('reason', '')}.", "",
              f"Candidate `{doc.get('candidate')}` against baseline `{base}`{design}; score {doc.get('score', '-')} "

@@ -138,3 +138,24 @@ def settle(judged: list[dict], decided: dict[str, dict]) -> list[dict]:
             out.append({**f, "verdict": f["verdict"] if f["verdict"] == C.BETTER else C.SAME, "decided": True,
                         "decided_at": d["pairs"], "within": True, "p_within": d["p"]})
     return out
+
+
+def simulate(design: Design, effects: list[float], sd: float, allowed: float, rng, seed: int = 0) -> tuple[int, list]:
+    """One gate of the design on synthetic pairs (its operating characteristics: bench/gate_sequential.py, the
+    tests): each figure's pair changes drawn from normal(effect, sd) on the log scale. Returns the pairs it ran
+    and its settled figures."""
+    from .judge import judge
+
+    data = {f"f{i}": rng.normal(e, sd, design.max_pairs) for i, e in enumerate(effects)}
+
+    def figs(n: int) -> list[dict]:
+        return [{"figure": name, "experiment": "sim", "kind": "latency", "metric": "e2e p50",
+                 "pairs": list(range(1, n + 1)), "d": list(d[:n]), "z": list(d[:n]), "allowed": allowed}
+                for name, d in data.items()]
+
+    decided: dict[str, dict] = {}
+    for look, n in enumerate(design.looks):
+        still = update(decided, judge(figs(n), 1 - design.alpha_at(look), seed), design, look, n, seed)
+        if not still or any(d["verdict"] == C.WORSE for d in decided.values()):
+            break
+    return n, settle(judge(figs(n), 1 - design.alpha_at(look), seed), decided)

@@ -2,9 +2,10 @@
 (the README's test command) the other worker's whole runs, coming and going; alone, a scripted one (`chaos selftest
 neighbour`, one core switched on and off at moments drawn from a seed):
 
-- the A/A control (`--aa`: the baseline against itself, 5 pairs, coin-drawn orders) never exits 1 whatever the
-  neighbour did: 0, or 4 naming the pairs whose hosts differed; every run's host is in gate.json and gate.md, and
-  the neighbour shows in it;
+- the A/A control (`--aa`: the baseline against itself, sequential: 5 pairs, then 7 if a figure is still open,
+  coin-drawn orders) never exits 1 whatever the neighbour did: 0, or 4 naming the pairs whose hosts differed;
+  every run's host is in gate.json and gate.md, and the neighbour shows in it; the looks are in gate.json and
+  the progress says them;
 - a build whose engine steps are 4x slower, against those recorded runs, is a regression named with its interval;
 - recorded sides whose hosts differed (two of those runs of one build, the quiet one against the busy one): the
   host guard judges no latency on that evidence.
@@ -30,7 +31,7 @@ from chaos.verify import compare as C
 # under xdist the other worker's runs are that neighbour, as on a shared CI runner. One xdist group: the module's gates
 # are made once, on one worker, in ~3 minutes on a quiet box: more than the suite's 300 s a test beside a busy one.
 pytestmark = [pytest.mark.slow, pytest.mark.beside, pytest.mark.xdist_group("gate-beside"),
-              pytest.mark.timeout(1200)]
+              pytest.mark.timeout(1500)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPERIMENT = f"""name: gate-short
@@ -70,8 +71,8 @@ def gates(tmp_path_factory):
                                       "11", "--for", "600s", "--on", "6s-20s", "--off", "6s-20s"], cwd=ROOT,
                                      stdout=subprocess.PIPE, text=True)
     try:
-        same = gate("--aa", "--baseline-target", "targets/reference.yaml", str(exp), "--pairs", "5", "--seed", "7",
-                    "--out", str(d / "same"), *SHORT)
+        same = gate("--aa", "--baseline-target", "targets/reference.yaml", str(exp), "--max-pairs", "7", "--seed",
+                    "7", "--out", str(d / "same"), *SHORT, timeout=1000)
     finally:
         schedule = XDIST_NEIGHBOUR
         if neighbour is not None:
@@ -91,9 +92,16 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
     d, same, _, schedule = gates
     g = doc(d / "same")
     assert same.returncode in (0, 4), same.stdout[-3000:] + same.stderr[-2000:]
-    assert g["interleaved"] and g["aa"] and g["pairs"] == 5 and g["seed"] == 7 and not g["regressed"]
+    assert g["interleaved"] and g["aa"] and g["pairs"] == 7 and g["seed"] == 7 and not g["regressed"]
     assert g["candidate"] == g["baseline"] == "targets/reference.yaml"
-    assert [(r["pair"], r["side"]) for r in g["runs"]] == [(k + 1, s) for k, o in enumerate(g["orders"]) for s in o]
+    seq = g["sequential"]
+    ran = seq["pairs_run"]["gate-short"]
+    assert seq["looks"] == [5, 7] and ran in (5, 7) and seq["runs"] == 2 * ran == len(g["runs"])
+    assert [x["pairs"] for x in seq["done"]] == [5, 7][:1 + (ran == 7)]
+    assert (ran == 5) == (not seq["done"][0]["open"])  # a sixth pair only while a figure was open at the look
+    assert "look 1/2 at 5 pairs" in same.stdout and "pair 1 of at most 7" in same.stdout
+    assert [(r["pair"], r["side"]) for r in g["runs"]] == [(k + 1, s) for k, o in enumerate(g["orders"][:ran])
+                                                           for s in o]
     assert all(r["exit_code"] == 0 and r["host"]["samples"] > 0 for r in g["runs"])
     # the scripted neighbour ran, and the host saw it: some run had a core's worth of others at its busiest (under
     # xdist the neighbour is whatever the other worker runs meanwhile: nothing to hold it to)
@@ -108,7 +116,7 @@ def test_a_no_change_upgrade_beside_a_neighbour_is_never_a_regression(gates):
     if same.returncode == 4:  # the host differed where a figure looked worse: named, with what to do
         assert g.get("host_differed") or g.get("needs_pairs"), g["reason"]
         if g.get("host_differed"):
-            assert "pair" in g["reason"] and "others" in g["reason"] and "--pairs" in g["reason"]
+            assert "pair" in g["reason"] and "others" in g["reason"] and "--max-pairs" in g["reason"]
     else:
         assert "PASS" in same.stdout and g["judged"] > 0 and "no false alarm" in md
 
