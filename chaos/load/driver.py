@@ -208,6 +208,7 @@ class LoadRun(ReplayRun):
         self.records_path = os.path.join(cfg.out_dir, REQUESTS)
         self.t_start = 0.0
         self.interrupted = False
+        self.ended_early: str | None = None  # why the caller ended a bounded load before its end (end_early)
         self.notes: list[str] = []
         self.model = cfg.model or ""
         self.tokenizer = cfg.tokenizer
@@ -346,6 +347,13 @@ class LoadRun(ReplayRun):
                     pass
         self.reap(grace)
 
+    def end_early(self, why: str, grace: float = 5.0) -> None:
+        """Stop the load before its plan ends because the caller has what it needed (a capacity level decided):
+        not an interruption, and said in notes and summary.json."""
+        self.stop(grace)
+        self.interrupted, self.ended_early = False, why
+        self.notes.append(f"ended early: {why}")
+
     def reap(self, grace: float) -> None:
         deadline = time.monotonic() + grace
         for p in self.procs:
@@ -396,7 +404,7 @@ class LoadRun(ReplayRun):
             replay["lag"] = overall.lag
         facts = self.input_facts(records) or {}
         rc = self.main.returncode if self.main is not None else None
-        if rc not in (0, 1, None) and not self.interrupted:
+        if rc not in (0, 1, None) and not self.interrupted and not self.ended_early:
             log = os.path.join(self.cfg.out_dir, "locust-master.log" if self.cfg.workers else "locust.log")
             tail = open(log).read()[-600:] if os.path.exists(log) else ""
             self.notes.append(f"Locust exited with {rc}: {tail.strip()}")
@@ -408,7 +416,7 @@ class LoadRun(ReplayRun):
                        "timeouts": self.timeouts, "ignore_eos": self.cfg.ignore_eos,
                        "keep_alive": self.cfg.keep_alive, "plan": plan.to_dict(),
                        "limits": self.cfg.limits.to_dict() if self.cfg.limits is not None else None,
-                       "interrupted": self.interrupted,
+                       "interrupted": self.interrupted, "ended_early": self.ended_early,
                        "locust_exit_code": rc, "notes": self.notes, "replay": replay, "scrub": facts.get("scrub"),
                        "replay_filter": {"filter": facts["filter"], "filtered": facts["filtered"]}
                        if facts.get("filter") else None, "replay_failed": facts.get("failed"),

@@ -1,13 +1,16 @@
 """`chaos capacity TARGET --slo "p95<3s,errors<0.1%"`: the highest load that still meets the SLO and where it
 breaks, found by a noise-tolerant search (chaos.plan.search), and the seed's cost sum (chaos.plan.cost).
 
-Each probe is one bounded load at one level; probes of the same level are pooled, so a repeat narrows that level's
-intervals. The knee is reported as an interval, [highest sure pass, lowest sure fail], never as one number.
+Each probe is one bounded load at one level, held until its SLO is decided (chaos.plan.hold: judged every --hold,
+at most --looks times, each look's intervals at 1 - alpha/looks); probes of the same level are pooled, so a repeat
+narrows that level's intervals. The knee is reported as an interval, [highest sure pass, lowest sure fail], never
+as one number.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from dataclasses import asdict
 
@@ -17,7 +20,8 @@ from ..report.page import Page, esc
 from .reach import reached
 from .cost import CostInputs, cost_sum
 from .figures import judge, level_figures
-from .loadrun import Send, replicas, run_levels
+from .hold import Holding, hold_level
+from .loadrun import Send, replicas
 from .planplots import capacity_figure
 from .search import Level, SearchConfig, knee, next_probe
 from .slo import SLO
@@ -67,7 +71,7 @@ def _label(level: float, open_loop: bool) -> str:
     return f"{level:g}/s" if open_loop else f"{int(level)} users"
 
 
-def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConfig, hold: float, out: str,
+def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConfig, hold: Holding, out: str,
              open_loop: bool = False, prices: dict | None = None, for_level: float | None = None,
              progress=print) -> dict:
     """Run the search against the reached target and write capacity.json/.md/.html. prices: price_per_hour and/or
@@ -75,7 +79,8 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
     os.makedirs(out, exist_ok=True)
     state: dict[float, Level] = {}
     pooled: dict[float, list] = {}
-    probes, interrupted = [], False
+    held: dict[float, float] = {}  # seconds each level was held, over its probes
+    probes, interrupted, started = [], False, time.monotonic()
     with reached(target, variables, os.path.join(out, "target"), progress, send.api_key_env) as r:
         name, model, n_replicas = r.name, r.model, replicas(r)
         settings = getattr(r.spec, "settings", None) or {}
@@ -83,20 +88,26 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
             level, why = nxt
             pdir = os.path.join(out, "probes", f"{len(probes) + 1:02d}-{'rate' if open_loop else 'users'}"
                                                 f"{level:g}")
-            res = run_levels(r, send, [level], hold, pdir, open_loop, progress)
+            h = hold_level(r, send, level, hold, pdir, slo, open_loop, progress)
+            res = h.result
             model = res.model
             recs = read_records(res.records_path)
             if not res.interrupted and refusal(recs) is not None:
                 raise refused_error(recs, _label(level, open_loop), pdir)
             pooled.setdefault(level, []).extend(recs)
-            alone, together = judge(recs, slo, open_loop), judge(pooled[level], slo, open_loop)
+            held[level] = held.get(level, 0.0) + h.seconds
+            alone = judge(recs, slo, open_loop, hold.confidence)
+            together = judge(pooled[level], slo, open_loop, hold.confidence)
             s = state.setdefault(level, Level())
             s.probes += 1
             s.verdict = together["verdict"]
             probes.append({"index": len(probes) + 1, "level": level, "why": why, "dir": os.path.abspath(pdir),
-                           "requests": len(recs), "verdict_alone": alone["verdict"], "verdict_pooled": s.verdict,
+                           "requests": len(recs), "looks": h.looks, "held_s": round(h.seconds, 1),
+                           "decided": h.verdict,
+                           "verdict_alone": alone["verdict"], "verdict_pooled": s.verdict,
                            "notes": list(res.notes)})  # e.g. a vendor's limits capping the load
-            progress(f"probe {len(probes)}: {_label(level, open_loop)} ({why}): {len(recs)} requests -> "
+            progress(f"probe {len(probes)}: {_label(level, open_loop)} ({why}): {len(recs)} requests in "
+                     f"{h.seconds:.0f}s ({h.looks} look(s)) -> "
                      f"{s.verdict}" + (f" (pooled over {s.probes} probes)" if s.probes > 1 else "") + "; "
                      + ", ".join(f"{c['clause']} {c['verdict']}" for c in together["clauses"]))
             if res.interrupted:
@@ -105,10 +116,11 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
     k = knee(state)
     rows = []
     for level in sorted(state):
-        j = judge(pooled[level], slo, open_loop)
+        j = judge(pooled[level], slo, open_loop, hold.confidence)
         rows.append({"level": level, "step": _label(level, open_loop), "probes": state[level].probes,
-                     "verdict": j["verdict"], "clauses": {c["key"]: c for c in j["clauses"]},
-                     **level_figures(pooled[level], open_loop, hold * state[level].probes)})
+                     "held_s": round(held[level], 1), "verdict": j["verdict"],
+                     "clauses": {c["key"]: c for c in j["clauses"]},
+                     **level_figures(pooled[level], open_loop, held[level] or None)})
     safe = next((row for row in rows if row["level"] == k.low), None)
     prices = {**{key: settings.get(key) for key in ("price_per_hour", "price_per_1k_tokens")
                  if settings.get(key) is not None}, **{k2: v for k2, v in (prices or {}).items() if v is not None}}
@@ -119,7 +131,9 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
     report = {"command": "capacity", "target": target, "name": name, "model": model, "replicas": n_replicas,
               "unit": "arrivals/s" if open_loop else "concurrency", "slo": slo.text(),
               "clauses": [{"clause": c.text(), "key": c.key, "limit": c.limit} for c in slo.clauses],
-              "search": asdict(cfg), "hold_s": hold, "interrupted": interrupted,
+              "search": asdict(cfg), "hold_s": hold.hold, "looks": hold.looks,
+              "look_confidence": hold.confidence, "minutes": round((time.monotonic() - started) / 60, 2),
+              "interrupted": interrupted,
               "send": {"workload": send.workload, "input_tokens": send.input_tokens,
                        "output_tokens": send.output_tokens, "seed": send.seed, "timeout_s": send.timeout_total},
               "knee": k.to_dict(), "probes": probes, "levels": rows, "cost": cost,
@@ -191,14 +205,17 @@ def cost_lines(cost: dict, unit: str) -> list[str]:
 def markdown(report: dict) -> str:
     lines = [f"# Capacity: {report['name']} against {report['slo']}", "", f"**{report['conclusion']}**", "",
              f"- target `{report['target']}`, model `{report['model']}`, {report['replicas']} replica(s); "
-             f"{len(report['probes'])} probes of {report['hold_s']:g} s",
-             "- a level meets the SLO when every clause's 95% interval lies within its limit, breaks it when one "
-             "lies beyond; otherwise it is unclear and is probed again (probes of a level are pooled)", ""]
+             f"{len(report['probes'])} probes, each looking at its SLO every {report['hold_s']:g} s and at most "
+             f"{report.get('looks', 1)} times; {report.get('minutes', '-')} minutes in all",
+             f"- a level meets the SLO when every clause's {100 * report.get('look_confidence', 0.95):.4g}% interval "
+             "lies within its limit, breaks it when one lies beyond; a probe ends at the first look that decides; "
+             "a level still unclear is probed again (probes of a level are pooled)", ""]
     lines += markdown_table(HEADERS, table_rows(report))
     lines += ["", "## Cost", ""] + [f"- {x}" for x in cost_lines(report["cost"], report["unit"])]
-    lines += ["", "## Probes", "", "| # | level | why | requests | alone | pooled |", "|---|---|---|---|---|---|"]
-    lines += [f"| {p['index']} | {p['level']:g} | {p['why']} | {p['requests']} | {p['verdict_alone']} | "
-              f"{p['verdict_pooled']} |" for p in report["probes"]]
+    lines += ["", "## Probes", "", "| # | level | why | requests | held | looks | alone | pooled |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {p['index']} | {p['level']:g} | {p['why']} | {p['requests']} | {p.get('held_s', '-')} s | "
+              f"{p.get('looks', '-')} | {p['verdict_alone']} | {p['verdict_pooled']} |" for p in report["probes"]]
     lines += [f"- probe {p['index']}: {n}" for p in report["probes"] for n in p.get("notes") or []]
     return "\n".join(lines) + "\n"
 

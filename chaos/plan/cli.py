@@ -24,6 +24,8 @@ CAPACITY_EPILOG = """examples:
 
 SLO figures: p50 p95 p99 (E2E), ttft_p50 ttft_p95 ttft_p99, errors; "<" or "<="; latency with a unit (3s,
 800ms), errors as a percentage. A failed request counts as slower than any latency limit.
+Each probe holds its level until the SLO is decided: judged every --hold on all it has sent, ended at the first
+look that decides, at most --looks holds (each look's intervals at 1 - 0.05/looks).
 The search climbs geometrically (--start, --factor) until a level surely breaks the SLO, and always past
 --expected; then it bisects between the last sure pass and the first sure fail, repeating levels whose
 interval straddles a limit (pooled, at most --max-repeats a level). Bounded by --max-probes and --max-level.
@@ -72,7 +74,11 @@ def register(sub, formatter) -> None:
     g.add_argument("--max-probes", type=int, default=12, help="probes in all, repeats included")
     g.add_argument("--max-repeats", type=int, default=3, help="probes of one level, at most")
     g.add_argument("--resolution", type=float, default=0.1, help="rates: stop bisecting at this relative gap")
-    g.add_argument("--hold", default="30s", help="how long each probe holds its level")
+    g.add_argument("--hold", default="30s", help="how long a probe holds its level between looks at its SLO")
+    g.add_argument("--looks", type=int, default=4,
+                   help="a probe holds its level until its SLO is decided, looking every --hold, at most this "
+                        "many times (each look's intervals at 1 - 0.05/looks, so looking often does not make "
+                        "noise a verdict)")
     g = p.add_argument_group("cost sum")
     g.add_argument("--for-concurrency", type=float, metavar="N", help="instances needed for N users")
     g.add_argument("--for-rate", type=float, metavar="R", help="(--rate) instances needed for R arrivals/s")
@@ -141,7 +147,9 @@ def cmd_capacity(a) -> int:
         cfg = SearchConfig(start=a.start if a.start is not None else 1.0, factor=a.factor, max_level=a.max_level,
                            max_probes=a.max_probes, max_repeats=a.max_repeats, expected=a.expected,
                            integer=not a.rate, resolution=a.resolution)
-        hold, out = _hold(a.hold), out_dir(a.out, "capacity")
+        from .hold import Holding
+
+        hold, out = Holding(_hold(a.hold), a.looks), out_dir(a.out, "capacity")
         report = capacity(a.target, parse_vars(a.var), send_from(a), slo, cfg, hold, out, a.rate,
                           {"price_per_hour": a.price_per_hour, "price_per_1k_tokens": a.price_per_1k_tokens},
                           a.for_rate if a.rate else a.for_concurrency, lambda line: print(line, flush=True))

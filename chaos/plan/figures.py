@@ -56,24 +56,24 @@ def level_figures(records, open_loop: bool = False, duration_s: float | None = N
     }
 
 
-def slo_estimate(records, clause: Clause, open_loop: bool = False) -> Estimate:
+def slo_estimate(records, clause: Clause, open_loop: bool = False, confidence: float = 0.95) -> Estimate:
     """The clause's figure with its interval. Latency: the percentile over every judged request, a failed one
     counted as FAILED_S (slower than any limit); errors: the Wilson interval of the failed share."""
     judged = [r for r in records if r.outcome != "cancelled"]
     failed = sum(r.outcome in ERROR_OUTCOMES for r in judged)
     if clause.metric == "errors":
-        return proportion(failed, len(judged))
+        return proportion(failed, len(judged), confidence)
     values = np.sort(np.asarray(latencies(judged, clause.metric, open_loop) + [FAILED_S] * failed, dtype=float))
     if not values.size:
         return Estimate(None, n=0, method="order-statistic")
-    return sorted_percentiles(values, (clause.q,))[f"p{clause.q:g}"]
+    return sorted_percentiles(values, (clause.q,), confidence)[f"p{clause.q:g}"]
 
 
-def judge(records, slo: SLO, open_loop: bool = False) -> dict:
+def judge(records, slo: SLO, open_loop: bool = False, confidence: float = 0.95) -> dict:
     """Every clause's estimate and verdict, and the SLO's: {"verdict", "clauses": [{clause, estimate, verdict}]}."""
     out = []
     for c in slo.clauses:
-        e = slo_estimate(records, c, open_loop)
+        e = slo_estimate(records, c, open_loop, confidence)
         out.append({"clause": c.text(), "key": c.key, "limit": c.limit, "estimate": _json_safe(e.to_dict()),
                     "verdict": c.judge(e.low, e.high)})
     return {"verdict": combine([x["verdict"] for x in out]), "clauses": out}

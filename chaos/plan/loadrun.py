@@ -84,6 +84,12 @@ def run_levels(r, send: Send, levels: list, hold: float, out: str, open_loop: bo
     """One load of `levels` (users, or arrivals/s when open_loop), each held `hold` seconds, against the reached
     target r. Returns the driver's LoadResult; the records are in out/requests.jsonl, each labelled with its
     step ("users=50" or "rate=8/s")."""
+    return run_load(load_config(r, send, levels, hold, out, open_loop, max_users), progress=progress, interval=0)
+
+
+def load_config(r, send: Send, levels: list, hold: float, out: str, open_loop: bool = False,
+                max_users: int = 256) -> LoadConfig:
+    """The load of run_levels, not started (chaos.plan.hold drives one itself)."""
     plan = (arrival_rate([float(x) for x in levels], hold, False, max_users, stop_timeout=send.stop_timeout)
             if open_loop else steps([int(x) for x in levels], hold, SPAWN_RATE, stop_timeout=send.stop_timeout))
     kw = {}
@@ -94,7 +100,7 @@ def run_levels(r, send: Send, levels: list, hold: float, out: str, open_loop: bo
                      timeouts=Timeouts(10.0, send.timeout_first_token, send.timeout_total),
                      api_key_env=r.api_key_env, also=list(r.urls[1:]), ignore_eos=r.ignore_eos, **kw)
     take_target(cfg, getattr(r, "spec", None), getattr(r, "target", None))  # as chaos run takes a target file
-    return run_load(cfg, progress=progress, interval=0)
+    return cfg
 
 
 def step_name(level, open_loop: bool) -> str:

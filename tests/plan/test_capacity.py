@@ -72,7 +72,10 @@ def test_each_verdict_follows_from_its_interval(two_searches):
             want = "meets" if e["high"] < 0.5 else "breaks" if e["low"] >= 0.5 else "unclear"
             assert lv["verdict"] == lv["clauses"]["errors"]["verdict"] == want
             assert lv["probes"] == sum(p["level"] == lv["level"] for p in rep["probes"])
-        for p in rep["probes"]:  # every probe's own records are kept
+        assert rep["looks"] == 4 and rep["look_confidence"] == pytest.approx(1 - 0.05 / 4) and rep["minutes"] > 0
+        for p in rep["probes"]:  # held until decided, at most 4 looks of 1 s; every probe's own records are kept
+            assert 1 <= p["looks"] <= 4 and 0 < p["held_s"] <= 4.5, p
+            assert p["looks"] == 4 or p["decided"] != "unclear", p  # it ended early only on a decision
             assert (d / "probes").is_dir() and p["requests"] > 0
             with open(f"{p['dir']}/requests.jsonl") as f:
                 assert sum(1 for _ in f) == p["requests"]
