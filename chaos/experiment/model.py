@@ -28,6 +28,7 @@ from .validation import validate_document, validate_experiment
 from .variables import Masker, Variables, declared, substitute_experiment, substitute_target
 from . import schema as S
 from ..verify.spec import SLO, Verify
+from ..verify.goodputspec import GoodputSLO
 
 __all__ = ["SLO", "Verify", "Experiment", "TargetSpec", "FaultSpec", "load_experiment", "load_target"]
 
@@ -92,6 +93,7 @@ class Experiment:
     steady_window: float = 10.0
     steady_slo: SLO = field(default_factory=SLO)
     steady_health: bool = True
+    steady_goodput: GoodputSLO | None = None  # steady_state.goodput: the bounds a good request meets, when given
     faults: list[FaultSpec] = field(default_factory=list)
     verify: Verify = field(default_factory=Verify)
     abort_error_rate: float | None = None
@@ -180,6 +182,7 @@ def build_experiment(doc: Located, public: dict, target: TargetSpec, target_publ
     return Experiment(name=d["name"], description=public.get("description", ""), path=doc.file, target=target,
                       load=LoadSpec.from_dict(d["load"]), steady_window=parse_duration(ss.get("window", "10s")),
                       steady_slo=SLO.from_dict(ss.get("slo")), steady_health=ss.get("health", True),
+                      steady_goodput=GoodputSLO.from_dict(ss["goodput"]) if "goodput" in ss else None,
                       faults=faults, verify=Verify.from_dict(d.get("verify")),
                       abort_error_rate=parse_percent(abort["error_rate"]) if "error_rate" in abort else None,
                       abort_for=parse_duration(abort.get("for", "10s")), resolved=resolved,

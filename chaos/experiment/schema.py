@@ -165,6 +165,11 @@ TARGET = {"description": "how to start or reach the system under test: kind and 
 SLO = _obj({"p50_latency": POSITIVE, "p95_latency": POSITIVE, "p99_latency": POSITIVE, "ttft_p95": POSITIVE,
             "ttft_p99": POSITIVE, "error_rate": PERCENT},
            description="latency bounds are on E2E unless named ttft; never on the mean")
+GOODPUT = {**_obj({"ttft": POSITIVE, "tpot": POSITIVE, "e2e": POSITIVE}, None,
+                  "the bounds a request meets to count as good (goodput, per phase in the report): TTFT, TPOT "
+                  "((E2E - TTFT) / (output tokens - 1)) and E2E, each of a request, at least one; a failed request "
+                  "is never good. Without it, slo's P99 (else P95) bounds on TTFT and E2E"),
+           "minProperties": 1}
 
 _RAMP_TEXT = f"START:END users, each from 1 to {MAX_USERS:,}, grown linearly over duration"
 # chaos/load/stability.py (its QUESTIONS: at most 16 probes); docs/stability.md
@@ -288,7 +293,7 @@ _EXPERIMENT = {
         # errors are as precise as a target file's).
         "target": {"type": ["string", "object"], "description": "path to a target file, or a target mapping"},
         "load": LOAD,
-        "steady_state": _obj({"window": POSITIVE, "slo": SLO, "health": BOOL}),
+        "steady_state": _obj({"window": POSITIVE, "slo": SLO, "health": BOOL, "goodput": GOODPUT}),
         "faults": None,  # from FAULT_TYPES, when asked for (below)
         "verify": VERIFY,
         "abort_when": ABORT,

@@ -284,7 +284,7 @@ def render_html(report: dict, records: list | None, metrics_summary: dict | None
     time_sections(page, r, records)
     steps_section(page, r)
     if r.get("phases"):
-        phases_section(page, r["phases"], _t0(r))
+        phases_section(page, r["phases"], _t0(r), (r.get("analysis") or {}).get("goodput"))
     if r.get("recovery"):
         recovery_section(page, r["recovery"], _t0(r))
     if r.get("stability"):

@@ -31,6 +31,10 @@ PHASE = {"type": "object", "required": ["name", "kind", "start", "end", "request
          "properties": {"name": {"type": "string"}, "kind": {"enum": ["steady", "fault", "after", "run"]},
                         "start": {"type": "number"}, "end": {"type": "number"}, "requests": {"type": "integer"},
                         "ttft": TRIPLE, "itl": TRIPLE, "e2e": TRIPLE, "error_rate": ESTIMATE,
+                        "goodput": {**ESTIMATE, "description": "the share of the phase's requests (not cancelled) "
+                                    "that met analysis.goodput's bounds, Wilson; `good` counts them; null: no "
+                                    "bounds", "properties": {**ESTIMATE["properties"],
+                                                             "good": {"type": "integer", "minimum": 0}}},
                         "throughput": ESTIMATE, "jitter": ESTIMATE}}
 
 HOST = {"type": ["object", "null"],
@@ -65,7 +69,11 @@ REPORT = {
         "requests": {"type": "integer"},
         "analysis": {"type": "object", "description": "the settings the evidence was computed with",
                      "properties": {"confidence": {"type": "number"}, "recovery_window": {"type": "number"},
-                                    "slo": {"type": "object"}}},
+                                    "slo": {"type": "object"},
+                                    "goodput": {"type": "object", "description": "the per-request bounds goodput "
+                                                "counted with, seconds (null: not bounded), and their source "
+                                                "(null: no bounds, no goodput)",
+                                                "properties": {k: NUM for k in ("ttft", "tpot", "e2e")}}}},
         "phases": {"type": "array", "items": PHASE},
         "recovery": {"type": ["object", "null"], "properties": {
             "faults": {"type": "array", "items": {"type": "object", "required": ["fault", "start", *FOUR],

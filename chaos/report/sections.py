@@ -4,6 +4,8 @@ blank line)."""
 
 from __future__ import annotations
 
+from ..verify.goodputspec import NONE_TEXT, GoodputSLO
+
 
 def _scaled(v, unit: str) -> str:
     if v is None:
@@ -81,21 +83,34 @@ def recovery_markdown(rec: dict | None, t0: float | None) -> list[str]:
     return lines + [""]
 
 
-def phases_markdown(phases: list[dict] | None) -> list[str]:
+def goodput_text(bounds: dict | None) -> str:
+    """What goodput counted, from report.json's analysis.goodput: the bounds and where they came from, or why
+    there is none."""
+    g = GoodputSLO(**{k: bounds.get(k) for k in ("ttft", "tpot", "e2e", "source")}) if bounds else GoodputSLO()
+    if g.is_empty():
+        return (f"Goodput: {NONE_TEXT} (give steady_state.goodput, or P95/P99 latency bounds in "
+                f"steady_state.slo).")
+    return (f"Goodput: the share of requests that met {g.text()}, with its Wilson interval; a failed request is "
+            f"never good (docs/reports.md).")
+
+
+def phases_markdown(phases: list[dict] | None, goodput: dict | None = None) -> list[str]:
+    """goodput: report.json's analysis.goodput (the bounds goodput counted with)."""
     if not phases:
         return []
     conf = phases[0].get("error_rate", {}).get("confidence", 0.95)
     lines = ["## Phases", "",
              f"Requests by the phase they ended in (in flight when a fault began: the fault's). Each figure "
              f"with its {conf * 100:.0f}% interval "
-             f"([low-high]: order statistics for percentiles, Wilson for the error rate, Poisson for throughput, "
-             f"bootstrap for jitter) and the samples it rests on; a figure on too few samples says how many it "
-             f"needs.", ""]
-    lines += ["| phase | span | requests | error rate | ok req/s | E2E P99/P50 |", "|---|---|---|---|---|---|"]
+             f"([low-high]: order statistics for percentiles, Wilson for the error rate and goodput, Poisson for "
+             f"throughput, bootstrap for jitter) and the samples it rests on; a figure on too few samples says how many it "
+             f"needs.", "", goodput_text(goodput), ""]
+    lines += ["| phase | span | requests | error rate | goodput | ok req/s | E2E P99/P50 |",
+              "|---|---|---|---|---|---|---|"]
     for p in phases:
         lines.append(f"| {p['name']} | {p.get('duration_s', 0):.1f} s | {p['requests']} | "
-                     f"{estimate(p.get('error_rate'), '%')} | {estimate(p.get('throughput'), '')} | "
-                     f"{estimate(p.get('jitter'), '')} |")
+                     f"{estimate(p.get('error_rate'), '%')} | {estimate(p.get('goodput'), '%')} | "
+                     f"{estimate(p.get('throughput'), '')} | {estimate(p.get('jitter'), '')} |")
     lines += ["", "| phase | figure | P50 | P95 | P99 |", "|---|---|---|---|---|"]
     for p in phases:
         for fig in ("ttft", "itl", "e2e"):

@@ -4,9 +4,11 @@ Figures with noise are Estimates (chaos.verify.stats): "value [low-high] n=...".
 from __future__ import annotations
 
 from .page import Page, cell, esc
+from .sections import goodput_text
 
 PHASE_ROWS = [(f"{k.upper()} P{q}", k, f"p{q}", "s") for k in ("ttft", "itl", "e2e") for q in (50, 95, 99)] + [
-    ("error rate", "error_rate", None, "ratio"), ("throughput (ok req/s)", "throughput", None, "rate"),
+    ("error rate", "error_rate", None, "ratio"), ("goodput (met the SLO)", "goodput", None, "ratio"),
+    ("throughput (ok req/s)", "throughput", None, "rate"),
     ("jitter (E2E P99/P50)", "jitter", None, "x")]
 NBSP = "\u00a0"
 RECOVERY_FIGURES = (("time to detect", "time_to_detect"), ("time to failover", "time_to_failover"),
@@ -72,8 +74,8 @@ def _window(start, end, t0) -> str:
     return f"{rel(start)} \u2192 {rel(end)}"
 
 
-def phases_section(page: Page, phases: list[dict], t0) -> None:
-    """One column a phase, one row a figure."""
+def phases_section(page: Page, phases: list[dict], t0, goodput: dict | None = None) -> None:
+    """One column a phase, one row a figure; goodput: report.json's analysis.goodput (what goodput counted)."""
     page.h2("Phases", "phases")
     conf = next((p[k].get("confidence") for p in phases for k in ("error_rate", "throughput")
                  if isinstance(p.get(k), dict) and p[k].get("confidence")), None)
@@ -90,6 +92,7 @@ def phases_section(page: Page, phases: list[dict], t0) -> None:
     if conf:
         page.add(f'<p class="small">[low\u2013high]: the {float(conf):.0%} interval; a figure whose phase holds '
                  f"too few samples says how many it needs. A request belongs to the phase it was sent in.</p>")
+    page.add(f'<p class="small">{esc(goodput_text(goodput))}</p>')
 
 
 def _moment(d: dict | None) -> str:

@@ -95,7 +95,8 @@ def markdown(r: dict, steps: list) -> str:
 
             lines += [""] + growth_markdown(c["growth"])[:-1]
     t0 = r.get("load_started") or r["started"]
-    lines += [""] + recovery_markdown(r.get("recovery"), t0) + phases_markdown(r.get("phases"))
+    lines += [""] + recovery_markdown(r.get("recovery"), t0) + phases_markdown(
+        r.get("phases"), (r.get("analysis") or {}).get("goodput"))
     lines += stability_markdown(r.get("stability"))
     lines += ["## Load, per step", "", "```", format_table(steps) if steps else "(no requests recorded)", "```",
               "", "Latency is P50/P95/P99, never the mean; jitter is E2E P99/P50. Errors are split by class.", ""]

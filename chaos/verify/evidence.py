@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .goodputspec import GoodputSLO
 from .spec import SLO
 from ..records.columns import as_columns
 from . import diagnosis, phases, recovery
@@ -28,15 +29,21 @@ class Settings:
     confidence: float = 0.95
     load_start: float | None = None
     load_end: float | None = None
+    # the bounds a good request meets (steady_state.goodput); None: read from slo (a report from before goodput)
+    goodput: GoodputSLO | None = None
 
     def __post_init__(self):
+        if isinstance(self.goodput, dict):
+            self.goodput = GoodputSLO(**self.goodput)
+        if self.goodput is None:
+            self.goodput = GoodputSLO.from_slo(self.slo)
         if not 0.5 <= self.confidence < 1:
             raise ValueError(f"confidence {self.confidence}: give a level in [0.5, 1), e.g. 0.95")
         if self.recovery_window <= 0:
             raise ValueError("recovery_window must be > 0 seconds")
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "slo": asdict(self.slo)}
+        return {**asdict(self), "slo": asdict(self.slo), "goodput": self.goodput.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Settings":
@@ -48,7 +55,8 @@ class Settings:
 def settings_for(exp, load_start: float | None, load_end: float | None, open_loop: bool) -> Settings:
     slo = exp.steady_slo if not exp.steady_slo.is_empty() else SLO(error_rate=0.0)
     return Settings(slo=slo, steady_window=exp.steady_window, recovery_window=exp.verify.recovery_window,
-                    open_loop=open_loop, load_start=load_start, load_end=load_end)
+                    open_loop=open_loop, load_start=load_start, load_end=load_end,
+                    goodput=GoodputSLO.choose(exp.steady_goodput, exp.steady_slo))
 
 
 def analyse(records, journal: list[dict], s: Settings, steps: list[dict], metrics: dict | None = None,
@@ -71,7 +79,7 @@ def analyse(records, journal: list[dict], s: Settings, steps: list[dict], metric
     run = rec.get("run") or {}
     recovered_at = (run.get("time_to_failover") or {}).get("at")
     cut = phases.cut(windows, load_start, load_end, s.steady_window, recovered_at)
-    table = phases.phase_table(records, cut, s.open_loop, s.confidence)
+    table = phases.phase_table(records, cut, s.open_loop, s.confidence, s.goodput)
     bound = min([b for b in (s.slo.p95_latency, s.slo.p99_latency) if b is not None], default=None)
     return {
         "report_version": REPORT_VERSION,

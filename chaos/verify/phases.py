@@ -1,9 +1,9 @@
 """The run cut into phases (the steady state, each fault's window, after recovery), each with its figures and
-their intervals: TTFT, ITL and E2E P50/P95/P99, error rate, throughput and jitter.
+their intervals: TTFT, ITL and E2E P50/P95/P99, error rate, goodput, throughput and jitter.
 
 A request belongs to the phase it ended in: what clients saw in that span. One in flight when a fault began
 counts in the fault's window, where it failed or slowed (a request that never ended counts where it was sent). Percentiles carry distribution-free order-statistic intervals, the
-error rate a Wilson interval, throughput an exact Poisson one, jitter (E2E P99/P50) a bootstrap one
+error rate and goodput (chaos.verify.goodput) a Wilson interval, throughput an exact Poisson one, jitter (E2E P99/P50) a bootstrap one
 (chaos.verify.stats). A figure whose phase holds too few samples says how many it needs instead of a number.
 """
 
@@ -15,7 +15,9 @@ import numpy as np
 
 from ..records import gaphist
 from ..records.columns import as_columns
+from . import goodput as gp
 from . import stats
+from .goodputspec import GoodputSLO
 
 QS = (50, 95, 99)
 
@@ -52,8 +54,10 @@ def ended_in(records, start: float, end: float) -> list:
     return [r for r in records if start <= (r.t_end if r.t_end is not None else r.t_start) < end]
 
 
-def figures(records, phase: Phase, open_loop: bool = False, confidence: float = 0.95) -> dict:
-    """One phase's figures (report.json "phases" entry); records: chaos.records.Columns or a list of records."""
+def figures(records, phase: Phase, open_loop: bool = False, confidence: float = 0.95,
+            goodput: GoodputSLO | None = None) -> dict:
+    """One phase's figures (report.json "phases" entry); records: chaos.records.Columns or a list of records.
+    goodput: the bounds a good request meets (its figure is None without any)."""
     c = as_columns(records)
     ended = np.where(np.isnan(c.t_end), c.t_start, c.t_end)
     sent = (phase.start <= ended) & (ended < phase.end)
@@ -77,6 +81,7 @@ def figures(records, phase: Phase, open_loop: bool = False, confidence: float = 
         "errors": _by_class(c, failed_rows),
         "ttft": _triple(ttft, confidence), "itl": itl, "e2e": _triple(e2e, confidence),
         "error_rate": stats.proportion(failed, int(judged.sum()), confidence).to_dict(),
+        "goodput": gp.figure(c, judged, goodput, open_loop, confidence),
         "throughput": stats.rate(n_ok, span, confidence).to_dict(),
         "jitter": stats.ratio_of_percentiles(e2e, 99, 50, confidence).to_dict(),
     }
@@ -120,6 +125,7 @@ def _binned_triple(h: gaphist.GapHistogram, confidence: float) -> dict:
     return out
 
 
-def phase_table(records, phases: list[Phase], open_loop: bool = False, confidence: float = 0.95) -> list[dict]:
+def phase_table(records, phases: list[Phase], open_loop: bool = False, confidence: float = 0.95,
+                goodput: GoodputSLO | None = None) -> list[dict]:
     c = as_columns(records)  # once for every phase
-    return [figures(c, p, open_loop, confidence) for p in phases]
+    return [figures(c, p, open_loop, confidence, goodput) for p in phases]
