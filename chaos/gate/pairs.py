@@ -5,6 +5,8 @@ Each figure takes one number from each pair:
   - a latency percentile of a phase: log(P_q of b's run / P_q of a's run), each run's own percentile (a run needs
     min_point_samples(q) requests in the phase); allowed change log(1 + max(tolerance, floor / P_q of a));
   - the error rate of a phase: b's minus a's; allowed change the error tolerance (absolute);
+  - the goodput of a phase (chaos/verify/goodput.py, the baseline's bounds for both runs): its drop, a's minus b's;
+    allowed change the error tolerance (absolute);
   - a recovery time of a fault: b's minus a's, a run that never recovered counted to the end of its load; allowed
     change max(tolerance x a's mean, the recovery floor);
   - the failed requests of a fault (its error budget): b's minus a's; allowed change max(tolerance x a's mean, 1);
@@ -34,6 +36,8 @@ from ..host import differs, load_summary, phase_summary
 from ..records import read_records
 from ..rundir.files import REQUESTS
 from ..verify.paired import positive_mean_interval, ratio_interval, t_interval
+from ..verify.goodput import good
+from ..verify.goodputspec import GoodputSLO
 from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
@@ -252,6 +256,44 @@ def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     return out
 
 
+def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
+    """Per phase, the share of requests that met the SLO, by the bounds the first baseline run counted with (both
+    sides judged alike); none where it had none. A drop is worse: d is a's share less b's, z the change in the
+    log of the share not good (as the error rate's). A slow host makes requests miss a latency bound, so a pair
+    whose hosts differed is marked as for latency (with its gap), not set aside request by request."""
+    given = next((g for p in pairs if (g := (p.a.report.get("analysis") or {}).get("goodput"))), None)
+    bounds = GoodputSLO(**{k: given.get(k) for k in ("ttft", "tpot", "e2e", "source")}) if given else None
+    if bounds is None or bounds.is_empty():
+        return []
+    out = []
+    for phase in _names(pairs, _phases):
+        have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
+        host_out = {p.number: why for p in have if (why := p.host_differs(phase, s.host_bound))}
+        d, z, used, ka, na, kb, nb = [], [], [], 0, 0, 0, 0
+        for p in have:
+            counts = []
+            for run in (p.a, p.b):
+                recs = [r for r in run.in_phase(phase) if r.outcome != "cancelled"]
+                k = int(good(recs, np.ones(len(recs), bool), bounds, is_open_loop(run.report)).sum()) if recs else 0
+                counts.append((k, len(recs)))
+            (ga, ja), (gb, jb) = counts
+            if ja and jb:
+                d.append(ga / ja - gb / jb)
+                z.append(math.log((jb - gb + 0.5) / (jb + 1)) - math.log((ja - ga + 0.5) / (ja + 1)))
+                used.append(p.number)
+                ka, na, kb, nb = ka + ga, na + ja, kb + gb, nb + jb
+        fig = _figure(exp, phase, "goodput drop", "proportion", pairs=used, d=d, z=z, bounds=bounds.to_dict(),
+                      gap=[p.host_gap(phase) for p in have if p.number in used],
+                      allowed=s.error_tolerance, tolerance=s.error_tolerance,
+                      excluded={"host": {n: w for n, w in host_out.items() if n in used}})
+        if na and nb:
+            m, lo, hi = t_interval(d, s.confidence)
+            fig.update(a=proportion(ka, na, s.confidence).to_dict(), b=proportion(kb, nb, s.confidence).to_dict(),
+                       difference=_est(m, lo, hi, len(d), s.confidence, "t on the pairs' drops"))
+        out.append(fig)
+    return out
+
+
 def _censored_value(run: Run, fault: dict, key: str) -> tuple[float | None, bool]:
     v = (fault.get(key) or {}).get("value")
     if v is not None:
@@ -334,4 +376,4 @@ def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
 def experiment_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     lat = latency_figures(exp, pairs, s)
     return (overall_figures(exp, pairs, lat, s) + lat + error_figures(exp, pairs, s)
-            + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])
+            + goodput_figures(exp, pairs, s) + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])
