@@ -152,8 +152,8 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: di
                 .update_layout(height=240, margin={"l": 50, "r": 20, "t": 20, "b": 40}, xaxis_type="category",
                                yaxis={"range": [0, 105], "title": "score"}))
     page.h2("Key figures across game days")
-    page.note("Each point with its 95 % interval where the figure has one (percentiles: order statistics; error "
-              "budget: Wilson). Recovery times are one value a run.")
+    page.note("Each point with its 95 % interval where the figure has one (percentiles: order statistics; goodput "
+              "and error budget: Wilson). Recovery times are one value a run.")
     for (exp, fig_name), pts in sorted(series.items()):
         page.figure(trend_figure(exp, fig_name, pts))
     return page.render()

@@ -33,8 +33,9 @@ def _phase(report: dict, kind: str) -> dict | None:
 
 
 def key_figures(experiment: str, report: dict) -> list[dict]:
-    """E2E and TTFT P99 in the steady state and during the first fault (with their intervals), the run's four
-    recovery figures, and the error budget spent (failed share of the requests in the faults' spans, Wilson)."""
+    """E2E and TTFT P99 and goodput (the share of requests that met the SLO, Wilson; where the run had SLO bounds)
+    in the steady state and during the first fault (with their intervals), the run's four recovery figures, and
+    the error budget spent (failed share of the requests in the faults' spans, Wilson)."""
     out = []
 
     def add(figure, est, unit="s"):
@@ -47,6 +48,7 @@ def key_figures(experiment: str, report: dict) -> list[dict]:
         if ph:
             add(f"E2E P99, {label}", (ph.get("e2e") or {}).get("p99"))
             add(f"TTFT P99, {label}", (ph.get("ttft") or {}).get("p99"))
+            add(f"goodput, {label}", ph.get("goodput"), unit="fraction")
     run = (report.get("recovery") or {}).get("run") or {}
     for key, label in (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
                        ("time_to_restore", "time to restore")):
