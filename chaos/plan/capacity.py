@@ -24,7 +24,7 @@ from .hold import Holding, hold_level
 from .loadrun import Send, replicas
 from .planplots import capacity_figure
 from .search import Level, SearchConfig, knee, next_probe
-from .slo import SLO
+from .slo import BREAKS, MEETS, SLO
 from .tables import LEVEL_HEADERS, level_cells, markdown_table, text_table, write_outputs
 
 
@@ -67,6 +67,15 @@ def refused_error(recs, label: str, pdir: str) -> RefusedLoad:
                        hint=fix)
 
 
+def leaning(judged: dict) -> str:
+    """BREAKS when some clause's point figure is beyond its limit (a failed one counts as beyond), else MEETS."""
+    for c in judged["clauses"]:
+        e = c["estimate"]
+        if e.get("value_failed") or (e.get("value") is not None and e["value"] >= c["limit"]):
+            return BREAKS
+    return MEETS
+
+
 def _label(level: float, open_loop: bool) -> str:
     return f"{level:g}/s" if open_loop else f"{int(level)} users"
 
@@ -101,6 +110,7 @@ def capacity(target: str, variables: dict, send: Send, slo: SLO, cfg: SearchConf
             s = state.setdefault(level, Level())
             s.probes += 1
             s.verdict = together["verdict"]
+            s.leans = leaning(together)
             probes.append({"index": len(probes) + 1, "level": level, "why": why, "dir": os.path.abspath(pdir),
                            "requests": len(recs), "looks": h.looks, "held_s": round(h.seconds, 1),
                            "decided": h.verdict,

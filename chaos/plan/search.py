@@ -6,7 +6,8 @@ probe next, and where the knee lies.
    above it.
 2. Repeat: a level whose figure is unclear (its interval straddles the limit) between the highest sure pass and
    the lowest sure fail is probed again, up to `max_repeats` times in all; its probes are pooled, so each
-   repeat narrows its interval.
+   repeat narrows its interval. Before anything broke, an unclear level whose point figures all meet the SLO
+   does not stop the climb (a break above bounds the knee first; it is repeated once one is found).
 3. Bisect: the widest gap between probed levels inside [highest sure pass, lowest sure fail] is halved
    (geometrically for rates), until the gap is one user (concurrency) or `resolution` relative (rates).
 Everything is bounded by `max_probes` (repeats included) and `max_level`.
@@ -58,6 +59,9 @@ class SearchConfig:
 class Level:
     probes: int = 0
     verdict: str = UNCLEAR  # of the pooled probes
+    # Where an unclear level's point figures lie: MEETS (every clause's within its limit) lets the climb go on
+    # before the level is decided, since only a break above it bounds the knee; BREAKS, a break to confirm first.
+    leans: str = BREAKS
 
 
 @dataclass(slots=True)
@@ -114,9 +118,10 @@ def _next(levels: dict[float, Level], cfg: SearchConfig) -> tuple[float, str] | 
         return None
     k = knee(levels)
     repeat = [x for x in k.unclear if levels[x].probes < cfg.max_repeats]
-    if k.high is None:  # nothing broke yet: repeat an unclear top, else climb
+    if k.high is None:  # nothing broke yet: repeat an unclear top that leans to break, else climb
         top = max(levels) if levels else None
-        if top is not None and levels[top].verdict == UNCLEAR and levels[top].probes < cfg.max_repeats:
+        if top is not None and levels[top].verdict == UNCLEAR and levels[top].leans == BREAKS \
+                and levels[top].probes < cfg.max_repeats:
             return top, "repeat: its interval straddles the limit"
         if top is None:
             return cfg.start, "climb: first probe"
