@@ -121,6 +121,7 @@ ERRORS = {
     "chaos.reference.server.ServeError": (2, RuntimeError),  # chaos reference serve
     "chaos.reference.serving.ListenError": (2, RuntimeError),  # chaos reference serve, gateway
     "chaos.gameday.runner.GamedayError": (2, None),  # chaos gameday: the folder's lock, --resume
+    "chaos.gameday.historyformat.HistoryError": (2, None),  # chaos gameday: a history.sqlite it cannot read
     "chaos.errors.Interrupted": (130, None),  # chaos run: a signal stopped it
     "chaos.reference.protocol.APIError": (None, None),  # the reference server's error answers
     "chaos.reference.gateway.errors.GatewayError": (None, None),

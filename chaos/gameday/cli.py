@@ -17,8 +17,9 @@ EPILOG = """examples:
 
 A suite lists experiments, each with an optional target and vars (docs/gameday.md). They run one after another;
 a failed one does not stop the rest unless the suite says stop_on_failure. Each game day writes, in
---out/UTCTIME/: gameday.md, gameday.html (the key figures' trend across game days, with intervals, and what moved
-beyond its noise), junit.xml and every run's own folder; and appends its figures to --out/history.sqlite.
+--out/UTCTIME/: gameday.md, gameday.html (the key figures' trend across game days, with intervals, and the
+change points in each figure's history), junit.xml and every run's own folder; and appends its figures to
+--out/history.sqlite (a history this version cannot read is refused, untouched, before anything runs).
 A lock keeps two game days of one folder from overlapping. Exit codes: 0 every experiment passed, 1 one failed or
 was aborted, 2 invalid suite or a setup error, 4 inconclusive, 130 interrupted (the report lists what did not run).
 Scheduled by cron, systemd or CI instead of --every: docs/gameday.md has each."""

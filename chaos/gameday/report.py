@@ -1,5 +1,5 @@
 """A game day's combined report: gameday.md, gameday.html (the trend of the key figures across game days, each with
-its interval, a figure that moved beyond its noise flagged) and junit.xml (one test case an experiment)."""
+its interval, and the change points in each figure's history marked) and junit.xml (one test case an experiment)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 from ..report.junit import xml_text
 from ..report.sections import duration_text
 from ..host import HostSummary
-from .history import Move, Point, Rule, median_host, moved
+from .changes import Change, all_changes, too_short
+from .history import Point
 
 STATUS_BADGE = {"passed": "passed", "failed": "failed", "inconclusive": "inconclusive", "aborted": "aborted",
                 "interrupted": "interrupted", "setup error": "error"}
@@ -29,48 +30,17 @@ def _point(p: Point) -> str:
     return s + (f" [{_val(p.low, p.unit)}, {_val(p.high, p.unit)}]" if p.low is not None else "")
 
 
-def flags(series: dict, gameday_id: int | None, hosts: dict | None = None,
-          rule: Rule | None = None) -> list[tuple[str, str, Move, HostSummary | None, HostSummary | None]]:
-    """This game day's figures judged against the earlier game days' spread: (experiment, figure, the Move, this
-    game day's host, the previous game day's host) for each that moved or was held for the host. The family of
-    the Bonferroni correction is every figure of this game day with enough history."""
-    hosts = hosts or {}
-    rule = rule or Rule()
-    mine = {key: pts for key, pts in sorted(series.items()) if pts and pts[-1].gameday_id == gameday_id}
-    family = sum(sum(p.value is not None for p in pts[:-1][-rule.window:]) >= rule.min_history
-                 for pts in mine.values())
-    out = []
-    for (exp, fig), pts in mine.items():
-        earlier = [hosts.get((p.gameday_id, exp)) for p in pts[:-1][-rule.window:]]
-        m = moved(pts, family, rule, hosts.get((gameday_id, exp)), median_host(earlier))
-        if m.direction or m.held_for_host:
-            prev = hosts.get((pts[-2].gameday_id, exp)) if len(pts) > 1 else None
-            out.append((exp, fig, m, hosts.get((gameday_id, exp)), prev))
-    return out
-
-
-def history_needed(series: dict, gameday_id: int | None, rule: Rule | None = None) -> str | None:
-    """'3 figure(s) have fewer than 5 earlier game days: nothing is called for them yet', or None."""
-    rule = rule or Rule()
-    short = [pts for pts in series.values() if pts and pts[-1].gameday_id == gameday_id
-             and sum(p.value is not None for p in pts[:-1]) < rule.min_history]
-    if not short:
-        return None
-    have = min(sum(p.value is not None for p in pts[:-1]) for pts in short)
-    return (f"{len(short)} figure(s) have fewer than {rule.min_history} earlier game days (the fewest: {have}): "
-            f"nothing is called for them until there are {rule.min_history}")
-
-
 def _host(h: HostSummary | None) -> str:
     return h.text() if h else "not measured"
 
 
-def moved_lines(series: dict, doc: dict, hosts: dict) -> list[str]:
-    found = flags(series, doc.get("history_id"), hosts)
-    lines = [f"- **{e}: {f}** {m.text}; host this game day: {_host(h)}; the previous: {_host(p)}"
-             for e, f, m, h, p in found if m.direction]
-    lines += [f"- {e}: {f}, {m.text}" for e, f, m, _, _ in found if m.held_for_host]
-    need = history_needed(series, doc.get("history_id"))
+def change_lines(changes: list[Change], series: dict, doc: dict) -> list[str]:
+    """Each change point, those this game day brought to light first; a time's between different hosts apart."""
+    order = sorted(changes, key=lambda c: (not c.new, -c.at.started, c.experiment, c.figure))
+    lines = [f"- {'**new** ' if c.new else ''}**{c.experiment}: {c.figure}** {c.text()}" for c in order if not c.held]
+    lines += [f"- {c.experiment}: {c.figure}, {c.text()}; not called: the hosts either side differed ({c.held})"
+              for c in order if c.held]
+    need = too_short(series, doc.get("history_id"))
     return (lines or ["None."]) + (["", f"Not judged yet: {need}."] if need else [])
 
 
@@ -78,7 +48,7 @@ def _rel(day: str, path: str) -> str:
     return os.path.relpath(path, day) if os.path.isabs(path) else path
 
 
-def markdown(doc: dict, day: str, series: dict, hosts: dict | None = None) -> str:
+def markdown(doc: dict, day: str, series: dict, changes: list[Change]) -> str:
     lines = [f"# Game day {doc['suite']}: {doc['status']}, resilience score {doc.get('score')}", "",
              f"- started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(doc['started']))}, "
              f"{doc['passed']} of {doc['experiments']} experiments passed",
@@ -95,11 +65,11 @@ def markdown(doc: dict, day: str, series: dict, hosts: dict | None = None) -> st
                      f"[{_rel(day, r['run_dir'])}/report.md]({_rel(day, r['run_dir'])}/report.md) |")
     for name in doc.get("not_run") or []:
         lines.append(f"| {name} | not run | 0 | - | - | - |")
-    lines += ["", "## Moved beyond the spread of earlier game days", "",
-              "A figure moved when it left what the run-to-run spread of the earlier game days allows (a prediction "
-              "interval, corrected over this game day's figures) and beyond 10 % and a floor; a time is not called "
-              "where this game day's host differed from theirs. docs/gameday.md.", ""]
-    lines += moved_lines(series, doc, hosts or {})
+    lines += ["", "## Change points in the key figures' history", "",
+              "Where each figure's series stepped to a new level: E-divisive means with a t-test over its game days "
+              "(p < 0.001) and beyond 10 % and a floor; a time is not called where the hosts either side differed. "
+              "docs/gameday.md.", ""]
+    lines += change_lines(changes, series, doc)
     lines += ["", "## Key figures across game days", "",
               "| experiment | figure | game days | latest | previous |", "|---|---|---|---|---|"]
     for (exp, fig), pts in sorted(series.items()):
@@ -109,23 +79,50 @@ def markdown(doc: dict, day: str, series: dict, hosts: dict | None = None) -> st
     return "\n".join(lines)
 
 
-def trend_figure(exp: str, fig_name: str, pts: list[Point]):
+def trend_figure(exp: str, fig_name: str, pts: list[Point], changes: list[Change] = ()):
+    """A figure across game days, each point with its interval; each change point a dashed line at the first game
+    day of the new level, labelled, and the level of each stretch between change points drawn under the points."""
     import plotly.graph_objects as go
 
     scale = 100 if pts[-1].unit == "fraction" else 1
-    xs = [time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started)) for p in pts]
+    xs = [_x(p) for p in pts]
     ys = [None if p.value is None else p.value * scale for p in pts]
     err_hi = [None if p.high is None or p.value is None else (p.high - p.value) * scale for p in pts]
     err_lo = [None if p.low is None or p.value is None else (p.value - p.low) * scale for p in pts]
     fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name=fig_name,
                                error_y={"type": "data", "symmetric": False, "array": err_hi, "arrayminus": err_lo}))
+    if changes:
+        fig.add_trace(go.Scatter(x=xs, y=_levels(pts, changes, scale), mode="lines", name="level",
+                                 line={"shape": "hv", "dash": "dot", "color": "grey"}))
+    for c in changes:
+        fig.add_vline(x=_x(c.at), line={"dash": "dash", "color": "grey" if c.held else "crimson"})
+        fig.add_annotation(x=_x(c.at), y=1, yref="paper", showarrow=False, xanchor="left", yanchor="top",
+                           text=f"{c.direction} {c.text().split(': ', 1)[1].split(';')[0]}"
+                                + (" (hosts differed)" if c.held else ""), font={"size": 10})
     unit = "%" if pts[-1].unit == "fraction" else "s"
     fig.update_layout(title=f"{exp}: {fig_name}", height=260, margin={"l": 50, "r": 20, "t": 40, "b": 40},
-                      yaxis_title=unit, xaxis_type="category")
+                      yaxis_title=unit, xaxis_type="category", showlegend=False)
     return fig
 
 
-def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: dict | None = None) -> str:
+def _x(p: Point) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.started))
+
+
+def _levels(pts: list[Point], changes: list[Change], scale: float) -> list[float | None]:
+    """Each game day's level: the mean of its stretch between change points, as the change points give them."""
+    cuts = sorted(changes, key=lambda c: c.at.started)
+    out, i = [], 0
+    level = cuts[0].before if cuts else None
+    for p in pts:
+        while i < len(cuts) and p.gameday_id == cuts[i].at.gameday_id:
+            level = cuts[i].after
+            i += 1
+        out.append(None if p.value is None or level is None else level * scale)
+    return out
+
+
+def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], changes: list[Change]) -> str:
     import plotly.graph_objects as go
 
     from ..report.page import Page, badge, cell, esc
@@ -143,9 +140,9 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: di
     rows += [[cell(n), f"<td>{badge('interrupted', 'not run')}</td>", cell("0"), cell("-")]
              for n in doc.get("not_run") or []]
     page.table(["experiment", "verdict", "score", "time"], rows, raw=True)
-    page.h2("Moved beyond the spread of earlier game days")
+    page.h2("Change points in the key figures' history")
     page.add("<ul>" + "".join(f"<li>{esc(x.removeprefix('- ').replace('**', ''))}</li>"
-                              for x in moved_lines(series, doc, hosts or {}) if x) + "</ul>")
+                              for x in change_lines(changes, series, doc) if x) + "</ul>")
     page.h2("Resilience score across game days")
     page.figure(go.Figure(go.Scatter(x=[time.strftime("%Y-%m-%d %H:%M", time.gmtime(g["started"])) for g in gamedays],
                                      y=[g["score"] for g in gamedays], mode="lines+markers"))
@@ -153,9 +150,11 @@ def html_page(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: di
                                yaxis={"range": [0, 105], "title": "score"}))
     page.h2("Key figures across game days")
     page.note("Each point with its 95 % interval where the figure has one (percentiles: order statistics; goodput "
-              "and error budget: Wilson). Recovery times are one value a run.")
+              "and error budget: Wilson). Recovery times are one value a run. A dashed line marks a change point: "
+              "the first game day of a new level (grey: the hosts either side differed); the dotted line is each "
+              "level.")
     for (exp, fig_name), pts in sorted(series.items()):
-        page.figure(trend_figure(exp, fig_name, pts))
+        page.figure(trend_figure(exp, fig_name, pts, [c for c in changes if (c.experiment, c.figure) == (exp, fig_name)]))
     return page.render()
 
 
@@ -180,12 +179,13 @@ def junit(doc: dict) -> str:
 
 
 def write_reports(doc: dict, day: str, series: dict, gamedays: list[dict], hosts: dict | None = None) -> None:
+    changes = all_changes(series, doc.get("history_id"), hosts)
     with open(os.path.join(day, "gameday.md"), "w") as f:
-        f.write(markdown(doc, day, series, hosts))
+        f.write(markdown(doc, day, series, changes))
     with open(os.path.join(day, "junit.xml"), "w") as f:
         f.write(junit(doc))
     try:
-        page = html_page(doc, day, series, gamedays, hosts)
+        page = html_page(doc, day, series, gamedays, changes)
     except ImportError:  # plotting unavailable: the Markdown says everything
         return
     with open(os.path.join(day, "gameday.html"), "w") as f:

@@ -28,6 +28,7 @@ from ..suite.execute import FAILED, INTERRUPTED, SETUP, Outcome, read_report, ru
 from ..suite.model import Suite
 from . import score as scoring
 from .history import History
+from .historyformat import check as check_history
 
 
 class GamedayError(SetupError):
@@ -108,6 +109,8 @@ def run_gameday(suite: Suite, folder: str, progress=print, resume: str | None = 
     """Run (or, resume=DIR, finish) one game day under the folder's lock; returns its gameday.json document."""
     resume = os.path.realpath(resume) if resume else None
     with Lock(folder):
+        # a history this version cannot read is refused before hours of experiments that could not be kept in it
+        check_history(os.path.join(folder, "history.sqlite"))
         for dead in unfinished(folder):
             doc = json.load(open(os.path.join(dead, "gameday.json")))
             if (pid := _orphan(doc)) is not None:
