@@ -119,7 +119,7 @@ def _raise_interrupt(signum, frame):
 def cmd_gate(a) -> int:
     from ..experiment.variables import cli_vars
     from ..suite.model import load_plan
-    from .gate import GateError, Plan, recorded_runs, run_gate
+    from .gate import GateError, Plan, check_recorded, recorded_runs, run_gate
 
     if a.rejudge:
         return _rejudge(a)
@@ -149,8 +149,10 @@ def cmd_gate(a) -> int:
             if not 0.5 < a.power < 1:
                 raise GateError(f"--power {a.power}: a chance between 0.5 and 1 (0.8: 80 %)")
             design = Design.plan(a.confidence, a.max_pairs, a.power)
-        plan = Plan(suite, out, a.candidate, a.baseline_target,
-                    recorded_runs(a.baseline, suite) if a.baseline else {}, a.pairs, a.seed, a.aa, design)
+        recorded = recorded_runs(a.baseline, suite) if a.baseline else {}
+        if recorded:
+            check_recorded(recorded, suite, a.candidate)
+        plan = Plan(suite, out, a.candidate, a.baseline_target, recorded, a.pairs, a.seed, a.aa, design)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         doc = run_gate(plan, settings, progress=lambda line: print(line, flush=True))

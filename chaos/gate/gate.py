@@ -82,8 +82,14 @@ def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
     for name in ("gate.json", "gameday.json"):
         p = os.path.join(path, name)
         if os.path.exists(p):
-            with open(p) as f:
-                doc = json.load(f)
+            try:
+                with open(p) as f:
+                    doc = json.load(f)
+                if not isinstance(doc, dict) or not isinstance(doc.get("runs", []), list):
+                    raise ValueError("not the object chaos wrote")
+            except (OSError, ValueError) as e:
+                raise GateError(f"{p}: cannot be read as a baseline ({e}); give the folder a gate or game day "
+                                f"finished, or --baseline-target to run the baseline now") from None
             found: dict[str, list[str]] = {}
             for run in doc.get("runs", []):
                 # a gate's candidate runs (the build that passed) make the next gate's baseline
@@ -104,6 +110,38 @@ def recorded_runs(path: str, suite: Suite) -> dict[str, list[str]]:
                 return {e.name: [path]}
         raise GateError(f"{path}: its experiment {exp_name!r} is not in the suite {suite.path}")
     raise GateError(f"{path}: not a run, game day or gate directory (no report.json, gameday.json or gate.json)")
+
+
+# What makes two runs runs of the same experiment, whatever target they ran against.
+SAME_KEYS = ("load", "faults", "steady_state", "verify")
+
+
+def check_recorded(runs: dict[str, list[str]], suite: Suite, target: str) -> None:
+    """Recorded baseline runs must be runs of the experiments the candidate will run, with records: the load,
+    faults, steady state and checks as the candidate's experiment resolves them (variables included). A gate
+    never compares runs of different experiments, nor a run that recorded nothing."""
+    from ..experiment.model import load_experiment
+    from ..records import read_records
+    from ..rundir.files import REQUESTS, RESOLVED
+
+    for e in suite.entries:
+        want = load_experiment(e.file, e.vars, target=target).resolved  # e.vars has the --var values too
+        for run_dir in runs.get(e.name, []):
+            try:
+                with open(os.path.join(run_dir, RESOLVED)) as f:
+                    had = json.load(f)
+            except (OSError, ValueError):
+                had = None  # a run of an older version: what it ran cannot be compared
+            if had is not None:
+                differ = [k for k in SAME_KEYS if had.get(k) != want.get(k)]
+                if differ:
+                    raise GateError(f"{run_dir}: a run of another experiment than {e.name}'s: its "
+                                    f"{' and '.join(differ)} differ from what {e.file} gives now (see "
+                                    f"{RESOLVED} there); give the same experiment and --var values, or a baseline "
+                                    f"that ran them")
+            if not read_records(os.path.join(run_dir, REQUESTS)):
+                raise GateError(f"{run_dir}: the run recorded no requests ({REQUESTS} is empty or missing): "
+                                f"nothing to compare; leave it out or give another baseline")
 
 
 def _abs(base: str, p: str) -> str:

@@ -187,3 +187,27 @@ def test_a_setup_error_is_exit_2_before_any_run(tmp_path):
     assert r.returncode == 2 and "targets/nope.yaml" in r.stderr and not (tmp_path / "g").exists()
     r = gate("--aa", "--baseline", str(tmp_path), str(exp), "--out", str(tmp_path / "g"))
     assert r.returncode == 2 and "--aa" in r.stderr and "--baseline-target" in r.stderr
+
+
+def test_a_recorded_baseline_that_cannot_be_compared_is_refused_naming_it(gates, tmp_path):
+    """Before any run: runs of another experiment (the same name, another fault time), a gate.json that is not
+    one, a run that recorded nothing. Exit 2, the file named, nothing written."""
+    d, _, _, _ = gates
+    other = tmp_path / "gate-short.yaml"
+    other.write_text(EXPERIMENT.replace("at: 3s", "at: 4s"))
+    r = gate("--baseline", str(d / "same"), "--candidate", "targets/reference.yaml", str(other), *SHORT,
+             "--out", str(tmp_path / "g1"))
+    assert r.returncode == 2 and "a run of another experiment" in r.stderr and "faults differ" in r.stderr, r.stderr
+    assert not (tmp_path / "g1").exists()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "gate.json").write_text('{"runs": [')
+    r = gate("--baseline", str(broken), "--candidate", "targets/reference.yaml", str(d / "gate-short.yaml"), *SHORT,
+             "--out", str(tmp_path / "g2"))
+    assert r.returncode == 2 and f"{broken}/gate.json: cannot be read as a baseline" in r.stderr, r.stderr
+    empty = tmp_path / "empty-run"
+    shutil.copytree(doc(d / "same")["runs"][0]["run_dir"], empty)
+    (empty / "requests.jsonl").write_text("")
+    r = gate("--baseline", str(empty), "--candidate", "targets/reference.yaml", str(d / "gate-short.yaml"), *SHORT,
+             "--out", str(tmp_path / "g3"))
+    assert r.returncode == 2 and "recorded no requests" in r.stderr and str(empty) in r.stderr, r.stderr
