@@ -266,6 +266,9 @@ class ReferenceAPI:
             req = await self._parse_large(raw, ctype, kind) if len(raw) > LARGE_BODY else self._parse(raw, ctype, kind)
             del raw
             self._admit()
+            if self.engine.config.build.fails(req.prompt_ids):
+                raise APIError(500, "This build fails on this prompt (--error-fraction).", type="server_error",
+                               code="build_error")
             self.faults.check_wedge(req.prompt_ids, self.engine.config.max_model_len)
         except APIError as e:
             return self.error_response(e, headers)

@@ -81,6 +81,20 @@ def register(sub, formatter) -> None:
     g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
     g.add_argument("--step-slowdown", type=float, default=1.0, metavar="FACTOR",
                    help="every engine step takes FACTOR x its own time (1-10): a slower build, for trying the gate")
+    g = serve.add_argument_group("build changes", "what canary analysis misses, for trying the gate (docs/gate.md); "
+                                                  "each a seeded draw, off by default")
+    g.add_argument("--stall-fraction", type=float, default=0.0, metavar="SHARE",
+                   help="this share (0-1) of engine steps stall for --stall-ms before their tokens go out: the "
+                        "median request never meets one, the tail does")
+    g.add_argument("--stall-ms", type=float, default=0.0, metavar="MS", help="how long a stalled step waits")
+    g.add_argument("--pace-spread", type=float, default=0.0, metavar="SIGMA",
+                   help="each request draws a pace factor, log-normal with median 1 and log-sd SIGMA (0-2); one "
+                        "above 1 stretches the request's whole timeline by it (below 1 leaves it as it was): "
+                        "half the requests unchanged, the other half spread wider")
+    g.add_argument("--error-fraction", type=float, default=0.0, metavar="SHARE",
+                   help="answer this share (0-1) of prompts with HTTP 500, chosen by a hash of --build-seed and "
+                        "the prompt: the same prompt fails on every replica, so a gateway's retry cannot hide it")
+    g.add_argument("--build-seed", type=int, default=0, help="seed of the stalls', paces' and errors' draws")
     g = serve.add_argument_group("admission and shutdown")
     g.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this are refused")
     g.add_argument("--overload-status", type=int, default=429, choices=[429, 503], help="status when refused")
@@ -138,6 +152,7 @@ def register(sub, formatter) -> None:
 
 
 def engine_config_from(args):
+    from .builds import BuildChanges
     from .config import EngineConfig, ModelConfig, preset
 
     if args.checkpoint:
@@ -150,7 +165,10 @@ def engine_config_from(args):
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         enable_prefix_caching=not args.no_prefix_caching, device=args.device, dtype=args.dtype,
                         num_threads=args.threads, checkpoint=args.checkpoint, decode_kernel=args.decode_kernel,
-                        enforce_eager=args.enforce_eager, step_slowdown=args.step_slowdown)
+                        enforce_eager=args.enforce_eager, step_slowdown=args.step_slowdown,
+                        build=BuildChanges(stall_fraction=args.stall_fraction, stall_ms=args.stall_ms,
+                                           pace_spread=args.pace_spread, error_fraction=args.error_fraction,
+                                           seed=args.build_seed))
 
 
 @handled

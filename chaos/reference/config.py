@@ -6,6 +6,8 @@ import json
 import os
 from dataclasses import dataclass, field, fields, replace
 
+from .builds import BuildChanges
+
 
 @dataclass(slots=True)
 class ModelConfig:
@@ -119,6 +121,7 @@ class EngineConfig:
     # Every step takes this factor of its own compute time: a build that is slower for real, for the gate's
     # demonstrations (the step_slowdown fault hook does the same for a while; its revert returns to this).
     step_slowdown: float = 1.0
+    build: BuildChanges = field(default_factory=BuildChanges)  # stalls, pace spread, rare errors (builds.py)
 
     def __post_init__(self):
         if self.max_model_len == 0:

@@ -40,6 +40,8 @@ class AsyncEngine:
         self._slowdown_owed = 0.0  # seconds of slowdown not yet waited (see _slow_down)
         self._hang_until = 0.0
         self._hang_cancel = threading.Event()
+        self._stalls = config.build.stall_draw()  # the build's own stalls (--stall-fraction), not a fault hook
+        self._pace = config.build.pace_draw()
         self.last_step_time = time.monotonic()
         self.step_observer = None  # called (seconds, num_tokens) after each step, on the engine thread
 
@@ -111,14 +113,20 @@ class AsyncEngine:
             raise ValueError(f"duplicate request id {request_id!r}")
         q: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = q
+        pace, t0 = self._pace.next(), time.monotonic()
         self._inbox.put(("add", request_id, prompt_ids, params))
         self._wake.set()
         finished = False
         try:
             while True:
-                out = await q.get()
-                if isinstance(out, BaseException):
-                    raise EngineDeadError(f"the engine has stopped: {out!r}")
+                item = await q.get()
+                if isinstance(item, BaseException):
+                    raise EngineDeadError(f"the engine has stopped: {item!r}")
+                t, out = item
+                if pace > 1.0:  # the request's whole timeline from its arrival stretched by its pace factor
+                    wait = t0 + pace * (t - t0) - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
                 finished = out.finished
                 yield out
                 if finished:
@@ -158,10 +166,11 @@ class AsyncEngine:
             for q in self._streams.values():
                 q.put_nowait(outputs)
             return
+        now = time.monotonic()  # when the engine's output reached the loop: a paced request is held from here
         for out in outputs:
             q = self._streams.get(out.request_id)
             if q is not None:
-                q.put_nowait(out)
+                q.put_nowait((now, out))
 
     def _run(self) -> None:
         try:
@@ -184,6 +193,8 @@ class AsyncEngine:
                     self.step_observer(elapsed)
                 if self.step_slowdown > 1.0:
                     self._slow_down(elapsed)  # before delivering: the step's own tokens come out late
+                if stall := self._stalls.next():
+                    self._stop.wait(stall)
                 self._deliver(outputs)
                 if self.step_delay > 0:
                     self._stop.wait(self.step_delay)
