@@ -39,8 +39,17 @@ def judge(figs: list[dict], confidence: float, seed: int = 0, host_bound: float 
         values = figs[i].get(key) or figs[i]["d"]  # z: the scale the t test reads; latency's d is a log already
         return np.asarray([v for p, v in zip(figs[i]["pairs"], values) if p in keep], float)
 
-    ts = {i: (paired_t(on(i, "z", up))[0], paired_t(on(i, "z", down))[1])
-          for i, (up, down, _, _) in enumerate(sets) if up is not None}
+    def changed(i, up, down):
+        exact = figs[i].get("exact")  # a sparse count's exact test (chaos/gate/rare.py) stands in for t
+        return tuple(exact["changed"]) if exact else (paired_t(on(i, "z", up))[0], paired_t(on(i, "z", down))[1])
+
+    def beyond(i, pairs, sign):
+        exact = figs[i].get("exact")
+        if exact:
+            return exact["beyond"][0 if sign > 0 else 1]
+        return flip_p(sign * on(i, "d", pairs) - figs[i]["allowed"], seed)
+
+    ts = {i: changed(i, up, down) for i, (up, down, _, _) in enumerate(sets) if up is not None}
     two_sided = [min(1.0, 2 * min(ts[i])) if i in ts else None for i in range(len(figs))]
     holm = C.holm(two_sided)
     out = []
@@ -51,8 +60,8 @@ def judge(figs: list[dict], confidence: float, seed: int = 0, host_bound: float 
             out.append(_short(f, k))
             continue
         rising = ts[i][0] <= ts[i][1]
-        pw = max(holm[i] if rising else 1.0, flip_p(on(i, "d", up_set) - f["allowed"], seed))
-        pb = max(holm[i] if not rising else 1.0, flip_p(-on(i, "d", down_set) - f["allowed"], seed))
+        pw = max(holm[i] if rising else 1.0, beyond(i, up_set, 1))
+        pb = max(holm[i] if not rising else 1.0, beyond(i, down_set, -1))
         verdict = C.WORSE if pw <= alpha else C.BETTER if pb <= alpha else C.SAME
         judged_on = down_set if verdict == C.BETTER else up_set
         if "va" in f:

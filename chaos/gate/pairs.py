@@ -42,6 +42,8 @@ from ..verify.phases import ended_in
 from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
 from .figures import GateSettings
+from .rare import rare_error_figure
+from .tails import spread_figures, tail_share_figure
 
 RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
             ("time_to_restore", "time to restore"))
@@ -375,5 +377,6 @@ def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
 
 def experiment_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     lat = latency_figures(exp, pairs, s)
-    return (overall_figures(exp, pairs, lat, s) + lat + error_figures(exp, pairs, s)
+    return (overall_figures(exp, pairs, lat, s) + lat + [tail_share_figure(exp, pairs, s)]
+            + spread_figures(exp, pairs, s) + error_figures(exp, pairs, s) + [rare_error_figure(exp, pairs, s)]
             + goodput_figures(exp, pairs, s) + recovery_figures(exp, pairs, s) + [aborted_figure(exp, pairs)])

@@ -24,7 +24,7 @@ def _est(e: dict | None, kind: str) -> str:
         f = lambda v: f"{v:.2f}"  # noqa: E731
     elif kind == "count":
         return f"{e['value']} of {e.get('n')}"
-    elif kind == "rate":
+    elif kind in ("rate", "spread"):
         f = lambda v: f"{v:.2f}"  # noqa: E731
     else:
         f = duration_text
