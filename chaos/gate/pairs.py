@@ -43,12 +43,12 @@ from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
 from .figures import GateSettings
 from .rare import rare_error_figure
+from .spans import figure, shared, shared_phases, slow_host_failure
 from .tails import spread_figures, tail_share_figure
 
 RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
             ("time_to_restore", "time to restore"))
 ABORTED = 3
-TIMING_STATUSES = (408, 504)
 TIME_OFFSET_S = 0.1  # recovery times' t test reads log(time + this): a time of 0 s stays finite
 
 
@@ -56,11 +56,6 @@ def draw_orders(pairs: int, seed: int) -> list[str]:
     """Each pair's order, "ab" or "ba", by a fair coin from the seed."""
     rng = random.Random(seed)
     return ["ab" if rng.random() < 0.5 else "ba" for _ in range(pairs)]
-
-
-def slow_host_failure(r) -> bool:
-    """A failure a slow host alone can cause: the client's timeout, or a server's 408 / 504."""
-    return r.outcome == "timeout" or (r.outcome == "http_error" and r.status in TIMING_STATUSES)
 
 
 @dataclass(slots=True)
@@ -110,28 +105,8 @@ class Pair:
         return load_summary(self.a.report) is not None and load_summary(self.b.report) is not None
 
 
-def _names(pairs: list[Pair], key) -> list[str]:
-    """Names (phases or faults) in the first run's order that at least one pair has in both runs."""
-    seen = []
-    for p in pairs:
-        for n in key(p.a):
-            if n not in seen and n in key(p.b):
-                seen.append(n)
-    return seen
-
-
-def _phases(run: Run) -> list[str]:
-    names = [p["name"] for p in run.report.get("phases") or []]
-    return [n for n in names if n != "whole run"] or names
-
-
 def _faults(run: Run) -> list[str]:
     return [f["fault"] for f in (run.report.get("recovery") or {}).get("faults") or []]
-
-
-def _figure(exp: str, phase: str, metric: str, kind: str, **kw) -> dict:
-    return {"figure": f"{exp} · {phase} {metric}", "kind": kind, "experiment": exp, "phase": phase,
-            "metric": metric, "paired": True, **kw}
 
 
 def _est(value, low, high, n, confidence, method) -> dict:
@@ -163,7 +138,7 @@ def estimates(fig: dict, keep: list[int], confidence: float) -> dict:
 
 def latency_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
-    for phase in _names(pairs, _phases):
+    for phase in shared_phases(pairs):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
         host_out = {p.number: why for p in have if (why := p.host_differs(phase, s.host_bound))}
         for metric in METRICS:
@@ -186,7 +161,7 @@ def latency_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
                 clean = [x for p, x in zip(used, pa) if p.number not in host_out] or pa
                 base = float(np.exp(np.mean(np.log(clean)))) if clean else None
                 tol = max(s.tolerance, s.floor_s / base) if base else s.tolerance
-                out.append(_figure(exp, phase, f"{metric} p{q:g}", "latency", pairs=[p.number for p in used],
+                out.append(figure(exp, phase, f"{metric} p{q:g}", "latency", pairs=[p.number for p in used],
                                    va=pa, vb=pb, d=[math.log(y / x) for x, y in zip(pa, pb)],
                                    gap=[p.host_gap(phase) for p in used],
                                    allowed=math.log1p(tol), tolerance=tol,
@@ -219,7 +194,7 @@ def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: GateSettin
             d.append(float(np.mean([z for _, _, z in mine])))
         allowed = float(np.mean([f["allowed"] for f in parts]))
         gap = {p.number: p.host_gap(None) for p in pairs}
-        out.append(_figure(exp, "every phase", f"{metric} (all percentiles)", "latency", pairs=used, va=va, vb=vb,
+        out.append(figure(exp, "every phase", f"{metric} (all percentiles)", "latency", pairs=used, va=va, vb=vb,
                            d=d, allowed=allowed, tolerance=math.expm1(allowed), gap=[gap[n] for n in used],
                            excluded={"host": {n: w for n, w in host_out.items() if n in used}, "samples": [],
                                      "needs_samples": 0}))
@@ -228,7 +203,7 @@ def overall_figures(exp: str, pairs: list[Pair], figs: list[dict], s: GateSettin
 
 def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
-    for phase in _names(pairs, _phases):
+    for phase in shared_phases(pairs):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
         d, z, used, ka, na, kb, nb, set_aside = [], [], [], 0, 0, 0, 0, {}
         for p in have:
@@ -247,7 +222,7 @@ def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
                 z.append(math.log((fb + 0.5) / (jb + 1)) - math.log((fa + 0.5) / (ja + 1)))
                 used.append(p.number)
                 ka, na, kb, nb = ka + fa, na + ja, kb + fb, nb + jb
-        fig = _figure(exp, phase, "error rate", "proportion", pairs=used, d=d, z=z,
+        fig = figure(exp, phase, "error rate", "proportion", pairs=used, d=d, z=z,
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
         if na and nb:
@@ -268,7 +243,7 @@ def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     if bounds is None or bounds.is_empty():
         return []
     out = []
-    for phase in _names(pairs, _phases):
+    for phase in shared_phases(pairs):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
         host_out = {p.number: why for p in have if (why := p.host_differs(phase, s.host_bound))}
         d, z, used, ka, na, kb, nb = [], [], [], 0, 0, 0, 0
@@ -284,7 +259,7 @@ def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
                 z.append(math.log((jb - gb + 0.5) / (jb + 1)) - math.log((ja - ga + 0.5) / (ja + 1)))
                 used.append(p.number)
                 ka, na, kb, nb = ka + ga, na + ja, kb + gb, nb + jb
-        fig = _figure(exp, phase, "goodput drop", "proportion", pairs=used, d=d, z=z, bounds=bounds.to_dict(),
+        fig = figure(exp, phase, "goodput drop", "proportion", pairs=used, d=d, z=z, bounds=bounds.to_dict(),
                       gap=[p.host_gap(phase) for p in have if p.number in used],
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {n: w for n, w in host_out.items() if n in used}})
@@ -308,7 +283,7 @@ def _censored_value(run: Run, fault: dict, key: str) -> tuple[float | None, bool
 
 def recovery_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
-    for name in _names(pairs, _faults):
+    for name in shared(pairs, _faults):
         have = [p for p in pairs if p.a.fault(name) and p.b.fault(name)]
         host_out = {p.number: why for p in have if (why := p.host_differs(name, s.host_bound))}
         for key, label in RECOVERY:
@@ -328,7 +303,7 @@ def recovery_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]
             clean = [x for n, x in zip(used, va) if n not in host_out] or va
             allowed = max(s.tolerance * float(np.mean(clean)), s.recovery_floor_s) if clean else s.recovery_floor_s
             gap = {p.number: p.host_gap(name) for p in have}
-            out.append(_figure(exp, name, label, "value", unit="s", pairs=used, va=va, vb=vb,
+            out.append(figure(exp, name, label, "value", unit="s", pairs=used, va=va, vb=vb,
                                gap=[gap[n] for n in used],
                                d=[y - x for x, y in zip(va, vb)], allowed=allowed, censored=censored,
                                z=[math.log((y + TIME_OFFSET_S) / (x + TIME_OFFSET_S)) for x, y in zip(va, vb)],
@@ -354,7 +329,7 @@ def budget_figure(exp: str, fault: str, have: list[Pair], s: GateSettings) -> di
         cb.append(counts[1])
     d = [y - x for x, y in zip(ca, cb)]
     allowed = max(s.tolerance * float(np.mean(ca)), 1.0) if ca else 1.0
-    fig = _figure(exp, fault, "failed requests per run", "count", pairs=[p.number for p in have], d=d,
+    fig = figure(exp, fault, "failed requests per run", "count", pairs=[p.number for p in have], d=d,
                   z=[math.log1p(y) - math.log1p(x) for x, y in zip(ca, cb)],
                   allowed=allowed, values={"a": ca, "b": cb},
                   excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
@@ -370,7 +345,7 @@ def aborted_figure(exp: str, pairs: list[Pair]) -> dict:
     kb = sum(p.b.report.get("exit_code") == ABORTED for p in pairs)
     d = [float(p.b.report.get("exit_code") == ABORTED) - float(p.a.report.get("exit_code") == ABORTED)
          for p in pairs]
-    return _figure(exp, "run", "runs aborted by abort_when", "count", pairs=[p.number for p in pairs], d=d,
+    return figure(exp, "run", "runs aborted by abort_when", "count", pairs=[p.number for p in pairs], d=d,
                    allowed=0.0, a={"value": ka, "n": len(pairs)}, b={"value": kb, "n": len(pairs)},
                    excluded={"host": {}}, counted=True)
 

@@ -1,6 +1,6 @@
-"""What the paired figures outside chaos/gate/pairs.py need of its conventions, without importing it (pairs.py calls
-them: an import back would be a cycle): a figure's dict, the phases a pair's runs share, and which failures a slow
-host alone can cause. They follow pairs.py's own; a change to one is a change to both."""
+"""The conventions every paired figure follows (pairs.py's and the figure files it calls, tails.py and rare.py): a
+figure's dict, the names a pair's runs share, and which failures a slow host alone can cause. Here, below them
+all, so that pairs.py calls the figure files without a circle."""
 
 from __future__ import annotations
 
@@ -17,14 +17,18 @@ def run_phases(run) -> list[str]:
     return [n for n in names if n != "whole run"] or names
 
 
-def shared_phases(pairs) -> list[str]:
-    """Phases in the first run's order that at least one pair has in both runs."""
+def shared(pairs, key) -> list[str]:
+    """Names (phases or faults) in the first run's order that at least one pair has in both runs."""
     seen = []
     for p in pairs:
-        for n in run_phases(p.a):
-            if n not in seen and n in run_phases(p.b):
+        for n in key(p.a):
+            if n not in seen and n in key(p.b):
                 seen.append(n)
     return seen
+
+
+def shared_phases(pairs) -> list[str]:
+    return shared(pairs, run_phases)
 
 
 def slow_host_failure(r) -> bool:
