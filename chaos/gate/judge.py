@@ -122,7 +122,8 @@ def _short(f: dict, k: int) -> dict:
                f"there ({have} pair(s) timed it, {k} needed)")
         return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why}
     if ex.get("samples"):
-        why = (f"a {f['metric'].split()[-1].upper()} needs {ex.get('needs_samples')} requests a run in this phase; "
+        what = "this figure" if ex.get("samples_are") else f"a {f['metric'].split()[-1].upper()}"
+        why = (f"{what} needs {ex.get('needs_samples')} {ex.get('samples_are') or 'requests'} a run in this phase; "
                f"pair(s) {', '.join(map(str, ex['samples']))} had fewer: {have} pair(s) left, {k} needed "
                f"(longer runs, or fewer percentiles)")
         return {**f, "verdict": C.NOT_JUDGED, "p_value": None, "why": why, "needs_pairs": k + len(ex["samples"])}

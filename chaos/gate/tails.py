@@ -72,7 +72,7 @@ def tail_share_figure(exp: str, pairs: list, s: GateSettings) -> dict:
     fig = figure(exp, "every phase", f"E2E share beyond the other run's P{TAIL_Q}", "proportion", pairs=used, d=d,
                   z=z, allowed=0.0, tolerance=s.tolerance, gap=[gap[n] for n in used],
                   excluded={"host": {n: w for n, w in host_out.items() if n in used}, "samples": short,
-                            "needs_samples": need})
+                            "needs_samples": need, "samples_are": "requests"})
     if used:
         m, lo, hi = t_interval(diff, s.confidence)
         fig.update(a=proportion(tot["ea"], tot["na"], s.confidence).to_dict(),
@@ -117,7 +117,7 @@ def spread_figures(exp: str, pairs: list, s: GateSettings) -> list[dict]:
                       d=d, allowed=math.log1p(s.tolerance), tolerance=s.tolerance,
                       gap=[p.host_gap(phase) for p in have if p.number in used],
                       excluded={"host": {n: w for n, w in host_out.items() if n in used}, "samples": short,
-                                "needs_samples": SPREAD_MIN_GAPS})
+                                "needs_samples": SPREAD_MIN_GAPS, "samples_are": "inter-token gaps"})
         if used:
             fig.update(a=_side(va, s.confidence), b=_side(vb, s.confidence))
             r, lo, hi = ratio_interval(d, s.confidence)
