@@ -43,7 +43,7 @@ from ..verify.samples import METRICS, errors, is_open_loop, latency
 from ..verify.stats import Estimate, min_point_samples, proportion, rate
 from .figures import GateSettings
 from .rare import rare_error_figure
-from .spans import figure, shared, shared_phases, slow_host_failure
+from .spans import figure, share_changes, shared, shared_phases, slow_host_failure, without_slow_failures
 from .tails import spread_figures, tail_share_figure
 
 RECOVERY = (("time_to_detect", "time to detect"), ("time_to_failover", "time to failover"),
@@ -205,23 +205,10 @@ def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     out = []
     for phase in shared_phases(pairs):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
-        d, z, used, ka, na, kb, nb, set_aside = [], [], [], 0, 0, 0, 0, {}
-        for p in have:
-            host = p.host_differs(phase, s.host_bound)
-            counts = []
-            for run in (p.a, p.b):
-                recs = run.in_phase(phase)
-                if host:
-                    kept = [r for r in recs if not slow_host_failure(r)]
-                    set_aside[p.number] = set_aside.get(p.number, 0) + len(recs) - len(kept)
-                    recs = kept
-                counts.append(errors(recs))
-            (fa, ja), (fb, jb) = counts
-            if ja and jb:
-                d.append(fb / jb - fa / ja)
-                z.append(math.log((fb + 0.5) / (jb + 1)) - math.log((fa + 0.5) / (ja + 1)))
-                used.append(p.number)
-                ka, na, kb, nb = ka + fa, na + ja, kb + fb, nb + jb
+        set_aside: dict = {}
+        hosts = {p.number: p.host_differs(phase, s.host_bound) for p in have}
+        d, z, used, (ka, na, kb, nb) = share_changes(have, lambda p, run: errors(without_slow_failures(
+            run.in_phase(phase), hosts[p.number], set_aside, p.number)))
         fig = figure(exp, phase, "error rate", "proportion", pairs=used, d=d, z=z,
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
@@ -246,19 +233,14 @@ def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
     for phase in shared_phases(pairs):
         have = [p for p in pairs if p.a.phase(phase) and p.b.phase(phase)]
         host_out = {p.number: why for p in have if (why := p.host_differs(phase, s.host_bound))}
-        d, z, used, ka, na, kb, nb = [], [], [], 0, 0, 0, 0
-        for p in have:
-            counts = []
-            for run in (p.a, p.b):
-                recs = [r for r in run.in_phase(phase) if r.outcome != "cancelled"]
-                k = int(good(recs, np.ones(len(recs), bool), bounds, is_open_loop(run.report)).sum()) if recs else 0
-                counts.append((k, len(recs)))
-            (ga, ja), (gb, jb) = counts
-            if ja and jb:
-                d.append(ga / ja - gb / jb)
-                z.append(math.log((jb - gb + 0.5) / (jb + 1)) - math.log((ja - ga + 0.5) / (ja + 1)))
-                used.append(p.number)
-                ka, na, kb, nb = ka + ga, na + ja, kb + gb, nb + jb
+        def not_good(p, run) -> tuple[int, int]:
+            recs = [r for r in run.in_phase(phase) if r.outcome != "cancelled"]
+            k = int(good(recs, np.ones(len(recs), bool), bounds, is_open_loop(run.report)).sum()) if recs else 0
+            return len(recs) - k, len(recs)
+
+        # the share not good rises as goodput drops: d is the drop, z the change in the log of the share not good
+        d, z, used, (ka, na, kb, nb) = share_changes(have, not_good)
+        ka, kb = na - ka, nb - kb  # the sides' good counts
         fig = figure(exp, phase, "goodput drop", "proportion", pairs=used, d=d, z=z, bounds=bounds.to_dict(),
                       gap=[p.host_gap(phase) for p in have if p.number in used],
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,

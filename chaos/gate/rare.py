@@ -27,7 +27,7 @@ from scipy.stats import binom, binomtest
 from ..records.record import ERROR_OUTCOMES
 from ..verify.stats import Estimate
 from .figures import GateSettings
-from .spans import figure, slow_host_failure
+from .spans import figure, without_slow_failures
 
 EPISODE_S = 1.0
 
@@ -59,14 +59,7 @@ def rare_error_figure(exp: str, pairs: list, s: GateSettings) -> dict:
     na = nb = ea = eb = 0
     for p in pairs:
         host = p.host_differs(None, s.host_bound)
-        counts = []
-        for run in (p.a, p.b):
-            recs = run.records
-            if host:
-                kept = [r for r in recs if not slow_host_failure(r)]
-                set_aside[p.number] = set_aside.get(p.number, 0) + len(recs) - len(kept)
-                recs = kept
-            counts.append(episodes(recs))
+        counts = [episodes(without_slow_failures(run.records, host, set_aside, p.number)) for run in (p.a, p.b)]
         (fa, ja), (fb, jb) = counts
         if ja and jb:
             used.append(p.number)

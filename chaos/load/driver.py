@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -347,6 +348,20 @@ class LoadRun(ReplayRun):
                     pass
         self.reap(grace)
 
+    @contextmanager
+    def running(self):
+        """Started, and whatever happens inside stopped: Ctrl-C stops Locust and keeps what was recorded (the
+        load counts as interrupted), an error stops every process we started before it goes on up."""
+        try:
+            self.start()
+            yield self
+        except KeyboardInterrupt:
+            self.progress("interrupted: stopping Locust and keeping what was recorded ...")
+            self.stop()
+        finally:
+            if self.procs and any(p.poll() is None for p in self.procs):
+                self.stop()
+
     def end_early(self, why: str, grace: float = 5.0) -> None:
         """Stop the load before its plan ends because the caller has what it needed (a capacity level decided):
         not an interruption, and said in notes and summary.json."""
@@ -429,13 +444,6 @@ class LoadRun(ReplayRun):
 
 def run_load(cfg: LoadConfig, progress=print, interval: float = 5.0) -> LoadResult:
     run = LoadRun(cfg, progress)
-    try:
-        run.start()
+    with run.running():
         run.wait(interval)
-    except KeyboardInterrupt:
-        progress("interrupted: stopping Locust and keeping what was recorded ...")
-        run.stop()
-    finally:
-        if run.procs and any(p.poll() is None for p in run.procs):
-            run.stop()
     return run.result()

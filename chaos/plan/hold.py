@@ -55,8 +55,7 @@ def hold_level(r, send: Send, level: float, h: Holding, out: str, slo: SLO, open
     """One probe: the level held for at most h.looks x h.hold seconds, ended at the first look that decides."""
     run = LoadRun(load_config(r, send, [level], h.hold * h.looks, out, open_loop), progress)
     pooled, looks, verdict = [], 0, UNCLEAR
-    try:
-        run.start()
+    with run.running():
         t0 = time.monotonic()
         while run.poll():
             time.sleep(0.2)
@@ -75,11 +74,5 @@ def hold_level(r, send: Send, level: float, h: Holding, out: str, slo: SLO, open
                 pooled += run.new_records()
                 verdict = judge(pooled, slo, open_loop, h.confidence)["verdict"]
                 progress(f"  look {looks}/{h.looks} at the end: {len(pooled)} requests -> {verdict}")
-    except KeyboardInterrupt:
-        progress("interrupted: stopping Locust and keeping what was recorded ...")
-        run.stop()
-    finally:
-        if run.procs and any(p.poll() is None for p in run.procs):
-            run.stop()
     seconds = time.monotonic() - t0 if looks else 0.0
     return Held(run.result(), max(looks, 1), min(seconds, h.hold * h.looks), verdict)

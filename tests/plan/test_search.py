@@ -8,8 +8,9 @@ from chaos.plan.search import Level, SearchConfig, knee, next_probe
 from chaos.plan.slo import BREAKS, MEETS, UNCLEAR
 
 
-def drive(cfg, truth):
-    """Run the search against truth(level, probes so far) -> verdict of the pooled probes; (levels, order)."""
+def drive(cfg, truth, leans=None):
+    """Run the search against truth(level, probes so far) -> verdict of the pooled probes (and leans(level) -> where
+    an unclear level's point figures lie); (levels, order)."""
     levels, order = {}, []
     while (nxt := next_probe(levels, cfg)) is not None:
         level, _ = nxt
@@ -17,6 +18,8 @@ def drive(cfg, truth):
         s = levels.setdefault(level, Level())
         s.probes += 1
         s.verdict = truth(level, s.probes)
+        if leans is not None:
+            s.leans = leans(level)
         assert len(order) <= cfg.max_probes
     return levels, order
 
@@ -114,17 +117,9 @@ def test_bad_search_settings_are_refused(kw, says):
 def test_before_any_break_an_unclear_level_that_leans_to_meet_does_not_stop_the_climb():
     # the issue's case: errors<1% needs ~600 requests to be shown at 0 errors, so low levels stay unclear a while;
     # their point figures meet the SLO, so the climb goes on and finds the break first, then decides them
-    def drive_leaning(cfg, cap):
-        levels, order = {}, []
-        while (nxt := next_probe(levels, cfg)) is not None:
-            level, _ = nxt
-            order.append(level)
-            s = levels.setdefault(level, Level())
-            s.probes += 1
-            s.verdict = BREAKS if level > cap else (MEETS if s.probes >= 2 else UNCLEAR)
-            s.leans = BREAKS if level > cap else MEETS
-        return levels, order
-
-    levels, order = drive_leaning(SearchConfig(start=1, max_probes=12), cap=6)
+    cap = 6
+    levels, order = drive(SearchConfig(start=1, max_probes=12),
+                          lambda x, n: BREAKS if x > cap else (MEETS if n >= 2 else UNCLEAR),
+                          lambda x: BREAKS if x > cap else MEETS)
     assert order[:4] == [1, 2, 4, 8]  # climbed through the unclear 1, 2 and 4 to the break at 8
     assert (knee(levels).low, knee(levels).high) == (6, 7)
