@@ -212,12 +212,18 @@ def error_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
         fig = figure(exp, phase, "error rate", "proportion", pairs=used, d=d, z=z,
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {}, "set_aside": {k: v for k, v in set_aside.items() if v}})
-        if na and nb:
-            m, lo, hi = t_interval(d, s.confidence)
-            fig.update(a=proportion(ka, na, s.confidence).to_dict(), b=proportion(kb, nb, s.confidence).to_dict(),
-                       difference=_est(m, lo, hi, len(d), s.confidence, "t on the pairs' differences"))
-        out.append(fig)
+        out.append(_shares(fig, d, (ka, na, kb, nb), s.confidence, "t on the pairs' differences"))
     return out
+
+
+def _shares(fig: dict, d: list, totals: tuple, confidence: float, method: str) -> dict:
+    """A share figure's sides (Wilson, from the pooled counts) and the pairs' mean difference with its t interval."""
+    ka, na, kb, nb = totals
+    if na and nb:
+        m, lo, hi = t_interval(d, confidence)
+        fig.update(a=proportion(ka, na, confidence).to_dict(), b=proportion(kb, nb, confidence).to_dict(),
+                   difference=_est(m, lo, hi, len(d), confidence, method))
+    return fig
 
 
 def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
@@ -245,11 +251,7 @@ def goodput_figures(exp: str, pairs: list[Pair], s: GateSettings) -> list[dict]:
                       gap=[p.host_gap(phase) for p in have if p.number in used],
                       allowed=s.error_tolerance, tolerance=s.error_tolerance,
                       excluded={"host": {n: w for n, w in host_out.items() if n in used}})
-        if na and nb:
-            m, lo, hi = t_interval(d, s.confidence)
-            fig.update(a=proportion(ka, na, s.confidence).to_dict(), b=proportion(kb, nb, s.confidence).to_dict(),
-                       difference=_est(m, lo, hi, len(d), s.confidence, "t on the pairs' drops"))
-        out.append(fig)
+        out.append(_shares(fig, d, (ka, na, kb, nb), s.confidence, "t on the pairs' drops"))
     return out
 
 
