@@ -129,7 +129,12 @@ def settle(judged: list[dict], decided: dict[str, dict]) -> list[dict]:
     out = []
     for f in judged:
         d = decided.get(f["figure"])
-        if d is None:
+        if d is None and f.get("kind") == "aborted" and f["verdict"] == C.NOT_JUDGED and not any(f["d"]):
+            # no run of either side aborted: nothing to judge, at any number of pairs (a look's stricter alpha
+            # needs more pairs than the gate may have run: that must not make a quiet gate inconclusive)
+            f = {k: v for k, v in f.items() if k not in ("why", "needs_pairs")}
+            out.append({**f, "verdict": C.SAME, "decided": True, "why": "no run aborted"})
+        elif d is None:
             out.append({**f, "decided": False})
         elif d["verdict"] == C.WORSE:
             out.append({**f, "verdict": C.WORSE, "decided": True, "decided_at": d["pairs"], "p_value": d["p"]})

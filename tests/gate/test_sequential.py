@@ -81,3 +81,14 @@ def test_error_rates_on_synthetic_pairs_with_known_truth():
     # a change of 25 %: every gate calls it, in fewer pairs than the maximum on average
     mean_pairs, alarms, _ = _rates(math.log(1.25), 40, seed=3)
     assert alarms.proportion_ci().low >= 0.9 and mean_pairs < 10, (alarms, mean_pairs)
+
+
+def test_a_gate_that_stops_at_its_first_look_is_not_inconclusive_for_runs_that_never_aborted():
+    # at 5 pairs a look's alpha (0.0125) needs 7 pairs to judge anything: the aborted figure, which no look decides,
+    # would be "too few pairs" and make the gate exit 4, though no run aborted
+    aborted = _fig("aborted", [0.0] * 5, allowed=0, kind="aborted", verdict=C.NOT_JUDGED, why="5 pairs",
+                   needs_pairs=7)
+    some = _fig("some", [0.0, 1.0, 0.0, 0.0, 0.0], allowed=0, kind="aborted", verdict=C.NOT_JUDGED, needs_pairs=7)
+    quiet, noisy = settle([aborted, some], {})
+    assert quiet["verdict"] == C.SAME and "needs_pairs" not in quiet and quiet["why"] == "no run aborted"
+    assert noisy["verdict"] == C.NOT_JUDGED and noisy["needs_pairs"] == 7  # a run aborted: the gate says so
