@@ -48,9 +48,10 @@ class Pool:
         self.opened = 0  # connections ever opened: what a test of reuse looks at
         self._ssl = ssl.create_default_context() if upstream.scheme == "https" else None
 
-    async def get(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
-        """(reader, writer, reused)."""
-        while self.idle:
+    async def get(self, fresh: bool = False) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """(reader, writer, reused). fresh: a new connection whatever is idle (a retry after a pooled connection
+        died unanswered: the others idle as long may be as dead, and the retry is the last try)."""
+        while self.idle and not fresh:
             r, w = self.idle.pop()
             # A connection the upstream closed (or wrote to unasked) while idle is no use.
             if w.is_closing() or r.at_eof() or buffered(r):
@@ -68,7 +69,7 @@ class Pool:
         connection the upstream had closed meanwhile (it said nothing) is replaced by a fresh one, once. The caller
         reads the body and then puts the connection back (put) or closes it."""
         for again in (True, False):
-            r, w, reused = await self.get()
+            r, w, reused = await self.get(fresh=not again)
             try:
                 w.write(message)
                 await w.drain()

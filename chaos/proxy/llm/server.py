@@ -215,7 +215,7 @@ class LLMProxy:
         out_head = encode_head(f"{head.first[0]} {u.base}{target} HTTP/1.1", hs)
         for attempt in range(2):
             try:
-                r, w, reused = await self._connect()
+                r, w, reused = await self._connect(fresh=attempt > 0)
             except UpstreamError as e:
                 return await self._bad_gateway(ex, e)
             ok = False
@@ -262,9 +262,9 @@ class LLMProxy:
         await ex.respond(502, json.dumps(body).encode(), [])
         return ex.keep
 
-    async def _connect(self):
+    async def _connect(self, fresh: bool = False):
         try:
-            return await self.pool.get()
+            return await self.pool.get(fresh)
         except OSError as e:
             raise UpstreamError(f"cannot connect to {self.upstream.host}:{self.upstream.port}: {e}") from None
 

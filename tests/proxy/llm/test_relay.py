@@ -6,6 +6,7 @@ import http.client
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -194,3 +195,44 @@ def test_the_dechunker_takes_any_split_and_refuses_bad_framing():
     for bad in (b"zz\r\n", b"5\r\nhelloXX", b"1" * 17 + b"\r\n", b"9" * 20000):
         with pytest.raises(HTTPError):
             Dechunker().feed(bad)
+
+
+def test_the_retry_after_a_dead_pooled_connection_takes_a_fresh_one_not_another_idle_one(loop_thread, make_proxy):
+    """Found against llama-server (a 502 "the upstream closed the connection without answering" in a profile game
+    day, 2026-12-07): two pooled connections gone stale together, and the retry took the second from the pool.
+    Here an upstream answers the first request of each connection only and drops any later one unanswered; two
+    requests at once leave two connections pooled; the third request dies on one and must not be sent on the
+    other."""
+    import asyncio
+
+    both = asyncio.Event()
+    accepted = []
+
+    async def handle(r, w):
+        accepted.append(w)
+        if len(accepted) == 2:
+            both.set()
+        head = await r.readuntil(b"\r\n\r\n")
+        n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]) if b"content-length" in head.lower() else 0
+        await r.readexactly(n)
+        if len(accepted) <= 2:
+            await asyncio.wait_for(both.wait(), 10)  # the first two answer together: two connections pooled
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        await w.drain()
+        await r.read(1)  # a later request on this connection: dropped unanswered, as a stale keep-alive is
+        w.close()
+
+    async def start():
+        return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+    server = loop_thread.run(start())
+    try:
+        p = make_proxy(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        with ThreadPoolExecutor(2) as ex:
+            firsts = list(ex.map(lambda _: chat(p.port, stream=False), range(2)))
+        assert [(s, b) for s, _, b in firsts] == [(200, b"{}")] * 2 and p.proxy.pool.opened == 2
+        status, _, body = chat(p.port, stream=False)
+        assert (status, body) == (200, b"{}"), body  # not a 502 from the second stale connection
+        assert p.proxy.pool.opened == 3
+    finally:
+        server.close()
