@@ -34,6 +34,7 @@ def test_a_descendants_cpu_is_the_runs_own_alive_and_after_it_is_reaped():
     assert own_cpu(os.getpid()) - before >= 0.9 * burnt
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_a_child_is_own_and_a_stranger_is_others(tmp_path):
     """One sampler; first a child burns, then a process that is not our descendant (sh backgrounds it and exits,
     so it is reparented away from us)."""

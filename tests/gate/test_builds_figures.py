@@ -108,6 +108,7 @@ def test_a_burst_of_failures_counts_once():
     assert episodes(recs) == (3, 6)
 
 
+@pytest.mark.slow  # 120 seeded gates a figure: the whole suite's, not the unit tier's
 @pytest.mark.parametrize("build,change", [(tail_share_figure, {}), (spread_figures, {}),
                                            (rare_error_figure, {"base_errors": 0.01})],
                          ids=["tail share", "ITL spread", "rare errors"])

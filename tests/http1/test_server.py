@@ -34,6 +34,7 @@ async def _exchange(port: int, data: bytes, until: bytes | None = None, half_clo
     return out
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_pipelined_chunked_requests_are_answered_in_order():
     seen = []
 

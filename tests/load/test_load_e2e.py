@@ -91,6 +91,7 @@ def test_a_stream_that_ends_with_done_but_no_finish_reason_is_a_stream_error(tmp
                            for r in records), records
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_keep_alive_off_sends_each_request_on_a_connection_of_its_own(tmp_path):
     """A target's keep_alive: false (llama-server closes connections it promised to keep): every request goes
     on a new connection, even to a server that would keep it, and says `Connection: close`."""
@@ -120,6 +121,7 @@ def test_without_a_gateway_who_served_is_where_the_request_went(tmp_path):
     ("error_event", "stream_error", "engine_dead"),
     ("json_bad", "bad_output", "invalid_json"),
 ])
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_outcome_classes_from_real_causes(tmp_path, mode, outcome, code):
     wl = [(WorkloadSpec("json" if mode == "json_bad" else "chat", input_tokens="30-40", output_tokens="5"), 1.0)]
     with ScriptedServer(mode, gap=0.01) as srv:

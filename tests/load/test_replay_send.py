@@ -57,6 +57,7 @@ def bursty_log(path) -> dict[int, float]:
     return offsets
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_bursty_log_is_sent_whole_once_and_in_order_with_max_requests_equal_to_its_length(tmp_path):
     log = tmp_path / "bursty.jsonl"
     offsets = bursty_log(log)

@@ -40,6 +40,7 @@ def test_an_azure_trace_is_scanned_and_streamed_in_time_order(tmp_path):
     assert all(i.entry["max_tokens"] == 2 + k % 3 for k, i in enumerate(items))
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_an_azure_trace_replays_whole_against_the_reference_server(tmp_path, reference):
     log = tmp_path / "azure.csv"
     azure_csv(log)
@@ -67,6 +68,7 @@ def test_a_mooncake_trace_shares_prefixes_where_its_hash_ids_do(tmp_path):
     assert a[:200] != c[:200]
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_trace_requests_ask_for_the_traces_output_length_and_a_failed_burstgpt_row_one_token(tmp_path, reference):
     log = tmp_path / "burst.csv"
     rows = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]

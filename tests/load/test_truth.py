@@ -41,6 +41,7 @@ def test_output_tokens_fixes_the_length_of_every_stream(server, tmp_path):
     assert json.load(open(os.path.join(result.out_dir, "summary.json")))["ignore_eos"] is True
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_without_ignore_eos_early_ends_are_counted_not_hidden(server, tmp_path):
     # At temperature 1 the random tiny model ended 1 in 5 streams of 48 tokens early (14 of 72), so 12 of them
     # had none about 7 % of the time; of 200 tokens it ended 7 in 10 (34 of 48): 12 with none, once in millions.

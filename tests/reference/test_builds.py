@@ -43,6 +43,7 @@ def test_out_of_range_changes_are_refused(kw):
         BuildChanges(**kw)
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_a_bad_flag_exits_2_before_the_model_loads():
     r = subprocess.run([sys.executable, "-m", "chaos", "reference", "serve", "--port", "0", "--stall-fraction", "0.1"],
                        capture_output=True, text=True, timeout=60)
@@ -79,6 +80,7 @@ def test_the_draws_are_seeded_and_the_pace_median_is_one():
     assert statistics.quantiles(factors, n=4)[2] == pytest.approx(2.718281828 ** (0.5 * 0.6745), rel=0.05)
 
 
+@pytest.mark.slow  # a real server each: the whole suite's, not the unit tier's
 def test_stalls_hold_a_few_steps_and_leave_the_median_step_alone():
     with start_server(["--preset", "tiny", "--stall-fraction", "0.05", "--stall-ms", "250", "--build-seed", "1"]) as s:
         gaps = stream_gaps(s.base_url, 300)
@@ -88,6 +90,7 @@ def test_stalls_hold_a_few_steps_and_leave_the_median_step_alone():
     assert statistics.median(gaps) < 0.1, statistics.median(gaps)
 
 
+@pytest.mark.slow  # a real server each: the whole suite's, not the unit tier's
 def test_pace_spread_stretches_the_requests_its_seeded_draw_says_and_leaves_the_rest():
     # One request at a time, so the i-th request gets the seed's i-th factor: those drawn >= 2.5 must take far
     # longer than those drawn exactly 1 (half of them), whatever the host does to single requests meanwhile.
@@ -106,6 +109,7 @@ def test_pace_spread_stretches_the_requests_its_seeded_draw_says_and_leaves_the_
     assert statistics.median(stretched) > 2 * statistics.median(same), (factors, times)
 
 
+@pytest.mark.slow  # a real server each: the whole suite's, not the unit tier's
 def test_rare_errors_are_openai_shaped_500s_on_the_same_prompts_every_time():
     with start_server(["--preset", "tiny", "--error-fraction", "0.2", "--build-seed", "5"]) as s:
         first = [post(s.base_url, "/v1/completions", completion(f"prompt {i}", 2)) for i in range(60)]

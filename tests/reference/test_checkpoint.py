@@ -51,6 +51,7 @@ def test_checkpoint_mismatch_is_a_clear_error(tmp_path):
         LLMEngine(EngineConfig(model=cfg, checkpoint=str(tmp_path / "nowhere")))
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_server_serves_a_checkpoint(tmp_path):
     cfg = preset("tiny")
     write_checkpoint(tmp_path, cfg, seed=9)

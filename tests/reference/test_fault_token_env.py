@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from chaos.common import FAULT_TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +17,7 @@ def test_no_token_is_left_in_the_environment():
 """
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_the_token_is_set_here_and_gone_for_tests_outside_the_package(tmp_path, fault_token):
     assert os.environ[FAULT_TOKEN_ENV] == fault_token
     probe = tmp_path / "test_probe_outside.py"

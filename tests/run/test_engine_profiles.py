@@ -170,10 +170,10 @@ def test_nginx_reusing_llama_server_connections_answers_502(tmp_path):
     (tmp_path / "nginx.conf.j2").write_text(kept)
     target = open(NGINX_TARGET).read()
     (tmp_path / "target.yaml").write_text(target)
-    (tmp_path / "exp.yaml").write_text(f"""name: nginx-keepalive
+    (tmp_path / "exp.yaml").write_text("""name: nginx-keepalive
 target: target.yaml
-load: {{workload: chat, users: 2, duration: 8s, input_tokens: 30-80, output_tokens: 8-16,
-        timeouts: {{connect: 2s, first_token: 5s, total: 10s}}}}
+load: {workload: chat, users: 2, duration: 8s, input_tokens: 30-80, output_tokens: 8-16,
+        timeouts: {connect: 2s, first_token: 5s, total: 10s}}
 """)
     r = chaos_run(tmp_path / "exp.yaml", tmp_path / "run", env={**os.environ, "CHAOS_ENGINES": ENGINES},
                   timeout=120)

@@ -116,6 +116,7 @@ def test_1000_idle_connections(chain):
     assert_healthy(proxy, replica)
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_a_kept_alive_connection_may_idle_past_the_header_timeout(chain):
     # Between requests a connection is idle (up to 300 s), not late with a head: the header timeout starts at
     # the next request's first byte.

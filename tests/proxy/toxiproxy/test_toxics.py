@@ -81,7 +81,7 @@ def test_latency_delays_a_large_download_without_capping_it(engine, upstream):
     p = engine.proxy(upstream.http_port)
     engine.toxic(p["name"], type="latency", attributes={"latency": 1000})
     s = socket.create_connection(addr(p["listen"]), timeout=30)
-    size, got, chunks = 8_000_000, 0, []
+    size, got = 8_000_000, 0
     try:
         t0 = time.perf_counter()
         s.sendall(b"GET /bytes/%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
@@ -212,6 +212,7 @@ def test_slow_close_delays_the_close(engine, upstream):
     assert data.endswith(b"bye") and 250 <= took <= 700, took
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_toxicity_is_per_connection(engine, upstream):
     p = engine.proxy(upstream.http_port)
     engine.toxic(p["name"], type="latency", toxicity=0.5, attributes={"latency": 40})

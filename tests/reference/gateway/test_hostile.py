@@ -21,6 +21,7 @@ def front(pair):
         gw.stop()
 
 
+@pytest.mark.slow  # real processes for seconds: the whole suite runs it, not the unit tier
 def test_every_hostile_request_through_the_gateway(front):
     gw, _ = front
     max_model_len = request(gw.base_url, "GET", "/v1/models")[2]["data"][0]["max_model_len"]
