@@ -148,6 +148,15 @@ def test_client_disconnect_mid_stream_drops_the_upstream_connection(upstream, pr
     assert proxy.proxy.pool.opened == opened + 1
 
 
+OK_EMPTY_JSON = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def _read_request(r) -> None:
+    """One request off a raw upstream connection: its head and its Content-Length body."""
+    head = (await r.readuntil(b"\r\n\r\n")).lower()
+    await r.readexactly(int(head.split(b"content-length:")[1].split(b"\r\n")[0]) if b"content-length" in head else 0)
+
+
 def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_thread, make_proxy):
     """An upstream that closes every connection 0.2 s after answering, without saying so and without reading
     what came meanwhile: the proxy pools the connection, sends the next request on it at once, sees it die
@@ -155,18 +164,13 @@ def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_fresh_one(loop_
     import asyncio
 
     async def handle(r, w):
-        head = await r.readuntil(b"\r\n\r\n")
-        n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]) if b"content-length" in head.lower() else 0
-        await r.readexactly(n)
-        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        await _read_request(r)
+        w.write(OK_EMPTY_JSON)
         await w.drain()
         await asyncio.sleep(0.2)
         w.close()
 
-    async def start():
-        return await asyncio.start_server(handle, "127.0.0.1", 0)
-
-    server = loop_thread.run(start())
+    server = loop_thread.run(asyncio.start_server(handle, "127.0.0.1", 0))
     try:
         p = make_proxy(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
         for _ in range(3):
@@ -212,20 +216,15 @@ def test_the_retry_after_a_dead_pooled_connection_takes_a_fresh_one_not_another_
         accepted.append(w)
         if len(accepted) == 2:
             both.set()
-        head = await r.readuntil(b"\r\n\r\n")
-        n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]) if b"content-length" in head.lower() else 0
-        await r.readexactly(n)
+        await _read_request(r)
         if len(accepted) <= 2:
             await asyncio.wait_for(both.wait(), 10)  # the first two answer together: two connections pooled
-        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        w.write(OK_EMPTY_JSON)
         await w.drain()
         await r.read(1)  # a later request on this connection: dropped unanswered, as a stale keep-alive is
         w.close()
 
-    async def start():
-        return await asyncio.start_server(handle, "127.0.0.1", 0)
-
-    server = loop_thread.run(start())
+    server = loop_thread.run(asyncio.start_server(handle, "127.0.0.1", 0))
     try:
         p = make_proxy(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
         with ThreadPoolExecutor(2) as ex:
