@@ -55,24 +55,27 @@ def hold_level(r, send: Send, level: float, h: Holding, out: str, slo: SLO, open
     """One probe: the level held for at most h.looks x h.hold seconds, ended at the first look that decides."""
     run = LoadRun(load_config(r, send, [level], h.hold * h.looks, out, open_loop), progress)
     pooled, looks, verdict = [], 0, UNCLEAR
+
+    def look(when: str) -> str:
+        nonlocal looks
+        looks += 1
+        pooled.extend(run.new_records())
+        v = judge(pooled, slo, open_loop, h.confidence)["verdict"]
+        progress(f"  look {looks}/{h.looks} {when}: {len(pooled)} requests -> {v}")
+        return v
+
     with run.running():
         t0 = time.monotonic()
         while run.poll():
             time.sleep(0.2)
             if time.monotonic() - t0 < (looks + 1) * h.hold:
                 continue
-            looks += 1
-            pooled += run.new_records()
-            verdict = judge(pooled, slo, open_loop, h.confidence)["verdict"]
-            progress(f"  look {looks}/{h.looks} at {looks * h.hold:g}s: {len(pooled)} requests -> {verdict}")
+            verdict = look(f"at {(looks + 1) * h.hold:g}s")
             if verdict != UNCLEAR:
                 run.end_early(f"{verdict} at look {looks} of {h.looks}", grace=send.stop_timeout)
                 break
         else:  # the load ran its course (Locust's clock starts after ours): its last requests are one more look
             if looks < h.looks:
-                looks += 1
-                pooled += run.new_records()
-                verdict = judge(pooled, slo, open_loop, h.confidence)["verdict"]
-                progress(f"  look {looks}/{h.looks} at the end: {len(pooled)} requests -> {verdict}")
+                verdict = look("at the end")
     seconds = time.monotonic() - t0 if looks else 0.0
     return Held(run.result(), max(looks, 1), min(seconds, h.hold * h.looks), verdict)
