@@ -222,10 +222,8 @@ def _sequential(plan: Plan, s: GateSettings, doc: dict, done: dict, orders: list
         look = design.look_at(pair)
         if look is None:
             continue
-        still = _look(plan, s, done, decided, look, pair)
-        worse = sum(d["verdict"] == C.WORSE for d in decided.values())
-        names = [f["figure"] for f in still]
-        doc["sequential"]["done"].append({"pairs": pair, "decided": len(decided), "worse": worse, "open": names})
+        still = _look(plan, s, done, decided, look, pair, doc)
+        worse, names = doc["sequential"]["done"][-1]["worse"], [f["figure"] for f in still]
         progress(f"look {look + 1}/{len(design.looks)} at {pair} pairs: {len(decided)} figure(s) decided ({worse} "
                  f"worse), {len(still)} open" + (f": {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
                                                   if names else ""))
@@ -248,9 +246,14 @@ def _figures(plan: Plan, s: GateSettings, done: dict, upto: int) -> list[dict]:
     return figs
 
 
-def _look(plan: Plan, s: GateSettings, done: dict, decided: dict, look: int, pairs: int) -> list[str]:
+def _look(plan: Plan, s: GateSettings, done: dict, decided: dict, look: int, pairs: int, doc: dict) -> list[dict]:
+    """One look: every figure judged on the pairs so far, the decided ones added to decided, the look written in
+    gate.json's sequential.done. Returns the figures still open."""
     judged = judge(_figures(plan, s, done, pairs), 1 - plan.design.alpha_at(look), plan.seed, s.host_bound)
-    return update(decided, judged, plan.design, look, pairs, plan.seed)
+    still = update(decided, judged, plan.design, look, pairs, plan.seed)
+    doc["sequential"]["done"].append({"pairs": pairs, "decided": len(decided), "open": [f["figure"] for f in still],
+                                      "worse": sum(d["verdict"] == C.WORSE for d in decided.values())})
+    return still
 
 
 def _decide_sequential(plan: Plan, s: GateSettings, done: dict, decided: dict, doc: dict) -> dict:
@@ -308,9 +311,7 @@ def rejudge(gate_dir: str, settings: GateSettings, out_dir: str) -> dict:
     for look, pairs in enumerate(design.looks):
         if pairs > last:
             break
-        still = _look(plan, settings, done, decided, look, pairs)
-        doc["sequential"]["done"].append({"pairs": pairs, "decided": len(decided), "open": [f["figure"] for f in still],
-                                          "worse": sum(d["verdict"] == C.WORSE for d in decided.values())})
+        _look(plan, settings, done, decided, look, pairs, doc)
     doc.update(_decide_sequential(plan, settings, done, decided, doc))
     return _finish(out_dir, doc)
 
