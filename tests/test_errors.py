@@ -110,7 +110,7 @@ ERRORS = {
     "chaos.report.rerender.ReportError": (2, None),  # chaos report RUN_DIR
     "chaos.report.comparison.CompareError": (2, None),  # chaos report --compare
     "chaos.run.recover.RecoverError": (2, RuntimeError),  # chaos recover
-    "chaos.gate.gate.GateError": (2, None),  # chaos gate
+    "chaos.gate.verdict.GateError": (2, None),  # chaos gate
     "chaos.targets.base.TargetError": (2, RuntimeError),  # chaos run, targets up, load, replay, sweep...
     "chaos.load.errors.LoadError": (2, RuntimeError),  # chaos run, load, replay, sweep, capacity, compare
     "chaos.faults.base.FaultError": (2, RuntimeError),  # chaos run: a fault that could not be injected

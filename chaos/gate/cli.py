@@ -98,7 +98,8 @@ def _settings(a):
 
 
 def _rejudge(a) -> int:
-    from .gate import GateError, rejudge
+    from .gate import rejudge
+    from .verdict import GateError
 
     out = a.out or os.path.join(a.rejudge, f"rejudged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     if a.suite or a.candidate or a.aa:
@@ -119,7 +120,9 @@ def _raise_interrupt(signum, frame):
 def cmd_gate(a) -> int:
     from ..experiment.variables import cli_vars
     from ..suite.model import load_plan
-    from .gate import GateError, Plan, check_recorded, recorded_runs, run_gate
+    from .gate import Plan, run_gate
+    from .recorded import check_recorded, recorded_runs
+    from .verdict import GateError
 
     if a.rejudge:
         return _rejudge(a)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from chaos.gate.gate import MAX_PAIRS, GateError, Plan
+from chaos.gate.gate import MAX_PAIRS, Plan
+from chaos.gate.verdict import GateError
 from chaos.gate.pairs import draw_orders
 
 

@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from chaos.gate.figures import GateSettings, Side, experiment_figures
-from chaos.gate.gate import guard_sides
+from chaos.gate.recorded import guard_sides
 from chaos.suite.execute import read_report
 from chaos.verify import compare as C
 

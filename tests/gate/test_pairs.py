@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from chaos.gate.figures import GateSettings
-from chaos.gate.gate import INCONCLUSIVE_EXIT, PASS, REGRESSION, Plan, decide
+from chaos.gate.gate import Plan
+from chaos.gate.verdict import INCONCLUSIVE_EXIT, PASS, REGRESSION, decide
 from chaos.gate.judge import judge
 from chaos.gate.pairs import Pair, Run, experiment_figures, slow_host_failure
 from chaos.records import RequestRecord
