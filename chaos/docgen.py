@@ -108,6 +108,10 @@ FAMILIES = {
             "each server-sent event, so a rule can act after N tokens, on one chunk, on the usage chunk or the "
             "final `[DONE]`, or answer an OpenAI-shaped error. `probability`, `count`, `occurrences` and `match` "
             "choose which requests. See [llm-proxy.md](../llm-proxy.md)."),
+    "kernel": ("Kernel network faults (hosts)", "On a host's link, where the target lays its processes out on hosts "
+               "(`hosts:`, each a network namespace the run makes; root only). The host's own kernel drops, "
+               "resets or shapes the packets (nftables, tc), so TCP retransmits and times out for real; each fault "
+               "counts what it took, and the run's notes say it. See [hosts.md](../hosts.md)."),
     "input": ("Input faults", "Abnormal requests sent beside the load, each with the answer a good service gives; "
               "see [abnormal-inputs.md](../abnormal-inputs.md)."),
 }

@@ -122,6 +122,7 @@ ERRORS = {
     "chaos.reference.serving.ListenError": (2, RuntimeError),  # chaos reference serve, gateway
     "chaos.gameday.runner.GamedayError": (2, None),  # chaos gameday: the folder's lock, --resume
     "chaos.gameday.historyformat.HistoryError": (2, None),  # chaos gameday: a history.sqlite it cannot read
+    "chaos.netns.HostsError": (2, RuntimeError),  # hosts not made (no root, a tool missing): a TargetError by a run
     "chaos.errors.Interrupted": (130, None),  # chaos run: a signal stopped it
     "chaos.reference.protocol.APIError": (None, None),  # the reference server's error answers
     "chaos.reference.gateway.errors.GatewayError": (None, None),

@@ -64,6 +64,8 @@ def target_checks(doc: Located, base: Path) -> list[str]:
                                                                        f"context of {ctx} tokens"))
         except (ImportError, KeyError):
             pass
+    if kind == "reference" and d.get("hosts"):
+        problems += _hosts_problems(doc, base, d)
     if kind == "stack":
         from ..targets.stack import check_stack
 
@@ -182,6 +184,23 @@ def run_would_build(doc: Located, target) -> list[str]:
             problems.append(f"{target.source if not where else doc.where(where)}: gateway: the gateway would "
                             f"refuse these settings: {e}")
     return problems
+
+
+def _hosts_problems(doc: Located, base: Path, d: dict) -> list[str]:
+    """A reference target's hosts: every instance on one host, and no proxy on a hop between hosts."""
+    from ..netns import placement_problems
+
+    g = d.get("gateway")
+    ids = [f"r{i}" for i in range(d.get("replicas", 1))] + \
+        ([f"b{i}" for i in range(((g or {}).get("backup") or {}).get("replicas", 0))] + ["gw"] if g is not None else [])
+    out = [doc.problem(base + ("hosts", *path), message) for path, message in placement_problems(d["hosts"], ids)]
+    for i, link in enumerate(d.get("links") or []):
+        if link != "client":
+            out.append(doc.problem(base + ("links", i), f"link {link} sits between hosts, where a proxy on this "
+                                                        f"machine's loopback cannot: with hosts, fault that hop "
+                                                        f"with a kernel fault on its host (packet_loss, partition, "
+                                                        f"tcp_reset, link_rate)"))
+    return out
 
 
 def check_target(doc: Located, base: Path = ()) -> None:

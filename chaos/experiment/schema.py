@@ -32,6 +32,14 @@ IGNORE_EOS = {"type": "boolean", "description": "send vLLM's ignore_eos when the
 ALLOW_REMOTE = {"type": "boolean", "description": "allow a non-loopback address (default false): replicas "
                                                  "listening beyond 127.0.0.1, or a remote base_url"}
 STARTUP = duration(positive=True, maximum=3600)
+HOSTS = {"type": "object", "minProperties": 1, "maxProperties": 60,
+         "propertyNames": {"pattern": "^[a-z][a-z0-9-]{0,23}$"},
+         "additionalProperties": {"type": "array", "minItems": 1, "maxItems": 64, "uniqueItems": True,
+                                  "items": {"type": "string", "pattern": "^(r[0-9]+|b[0-9]+|gw)$"}},
+         "description": "lay the target's processes out on hosts, each a network namespace the run makes (root "
+                        "only; docs/hosts.md): host name -> the instance ids on it (r0, b0, gw); every instance on "
+                        "one. Kernel network faults (packet_loss, partition, tcp_reset, link_rate) act on a host's "
+                        "link"}
 TOXIPROXY = {"description": "the Toxiproxy server network faults go through (default: the bundled one, started "
                             "by the run)",
              "oneOf": [_obj({"url": {"type": "string", "pattern": "^http://"}}, ["url"],
@@ -127,7 +135,7 @@ TARGET_KINDS = {
               "args": {"type": "array", "items": {"type": "string"},
                        "description": "extra `chaos reference serve` arguments"},
               "allow_remote": ALLOW_REMOTE,
-              "startup_timeout": STARTUP, "gateway": GATEWAY},
+              "startup_timeout": STARTUP, "gateway": GATEWAY, "hosts": HOSTS},
              ["kind"], "replicas of the bundled reference server, each its own process group"),
     "process": _obj({"kind": {"const": "process"}, **COMMON_TARGET, "command": COMMAND,
               "replicas": integer(1, 16),

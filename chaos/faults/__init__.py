@@ -14,13 +14,15 @@ from .base import Fault, FaultContext, FaultError
 from .params import Params, ParamsError, setting
 from .inputs import AbnormalInputs
 from .instance import KillInstance, PauseInstance
+from .kernel import KERNEL_FAULTS
 from .llm import LLM_FAULT_TYPES
 from .network import NETWORK_FAULTS
 from .server_hook import ServerHook
 
 # The one list of fault types: type -> class. A plugin or a test may add to it after the import.
 FAULT_TYPES: dict[str, type[Fault]] = {cls.type: cls for cls in (KillInstance, PauseInstance, ServerHook,
-                                                                 AbnormalInputs, *NETWORK_FAULTS, *LLM_FAULT_TYPES)}
+                                                                 AbnormalInputs, *NETWORK_FAULTS, *LLM_FAULT_TYPES,
+                                                                 *KERNEL_FAULTS)}
 
 
 def make_fault(spec, target) -> Fault:

@@ -107,6 +107,11 @@ class Fault:
     def halt(self) -> None:
         """Stop any work the fault does in the background; the runner calls it before the rollback."""
 
+    def evidence_text(self) -> str | None:
+        """What the fault measured on the wire while it held (read at revert), for the run's notes; None: nothing
+        (its `evidence`, a dict, goes in the journal)."""
+        return None
+
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
         """Undo using only what plan() journaled (the run's process is gone). Returns what was done."""
@@ -157,6 +162,10 @@ class LinkFault(Fault):
         link, names = fault.get("link", "client"), link_names(target.settings, target.kind, target.replicas)
         if link not in names:
             return [(("link",), f"no link {link!r}; this target has {', '.join(names)}")]
+        if link != "client" and (target.settings or {}).get("hosts"):
+            return [(("link",), f"link {link} runs between hosts, where a proxy on this machine's loopback cannot "
+                                f"sit: fault that hop on its host's link instead (packet_loss, partition, tcp_reset, "
+                                f"link_rate), or fault the client link")]
         return []
 
     def __init__(self, spec, target):

@@ -66,6 +66,15 @@ def recover(run_dir: str, log=print) -> list[str]:
         names = ", ".join(f"{p.pid} ({_name(p)})" for p in left)
         stop_processes(left)
         done.append(f"stopped {len(left)} process(es) carrying the run's mark outside the journaled groups: {names}")
+    # 5. The hosts (network namespaces, veths, the bridge), once nothing of the run runs in them any more.
+    if not any(e["event"] == Event.HOSTS_REMOVED for e in events):
+        for e in events:
+            if e["event"] == Event.HOSTS_CREATING:
+                from ..netns import remove
+
+                removed = remove(e.get("layout") or {})
+                if removed:
+                    done.append(f"removed {', '.join(removed)}")
     containers = {(i["container"], i.get("engine")) for i in journaled_instances(events) if i.get("container")}
     if containers:
         from ..targets.docker import remove_container

@@ -210,6 +210,7 @@ class Runner:
         if token:  # one more secret to mask, in a Masker of the run's own (the experiment's stays as it was)
             self.mask = self.mask.with_secret(token)
         self.target.on_spawn = self._journal_spawn
+        self.target.on_hosts = lambda layout: self.journal.write(Event.HOSTS_CREATING, layout=layout)  # before
         self.target.clock = self.now  # up_since on the records' clock
         self.journal.write(Event.TARGET_STARTING, kind=self.target.kind, instances=[i.journal() for i in
                                                                                  self.target.all_instances()])
@@ -376,7 +377,11 @@ class Runner:
         finally:
             f.reverted_at = self.now()
             self.journal.write(Event.FAULT_REVERTED, fault=f.spec.name, teardown=teardown,
-                               instances=[i.journal() for i in self.target.all_instances()])
+                               instances=[i.journal() for i in self.target.all_instances()],
+                               **({"evidence": f.evidence} if getattr(f, "evidence", None) else {}))
+            said = f.evidence_text()
+            if said:
+                self.notes.append(f"{f.spec.name}: {said}")
         self.view.event("fault", f"reverted {f.spec.name}" + (" (teardown)" if teardown else ""))
 
     def _slow_revert(self, f) -> None:
@@ -475,6 +480,8 @@ class Runner:
                     self.target.down(grace=0.5)
             finally:
                 self.journal.write(Event.TARGET_STOPPED)
+                if self.target.hosts is not None and self.target.hosts_removed:
+                    self.journal.write(Event.HOSTS_REMOVED, removed=self.target.hosts_removed)
                 if self.target.links is not None:
                     problems = self.target.links.down(grace=0.5 if fast() else 2.0)
                     self.notes += [f"{p}; run chaos recover {self.run_dir}" for p in problems]

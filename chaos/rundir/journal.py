@@ -19,6 +19,8 @@ class Event(enum.StrEnum):
     FAULT_REVERTING = "fault_reverting"
     FINAL_HEALTH = "final_health"
     HOST_SAMPLING = "host_sampling"
+    HOSTS_CREATING = "hosts_creating"  # the hosts' layout (chaos.netns), journaled before any is made
+    HOSTS_REMOVED = "hosts_removed"
     LINKS = "links"
     LINKS_CREATED = "links_created"  # older journals: written after the links were up
     LINKS_CREATING = "links_creating"

@@ -57,12 +57,29 @@ class Instance:
     metrics_path: str | None = "/metrics"  # from the URL's root, where engines serve it; None: it serves none
     metrics_key_env: str | None = None  # the variable holding the bearer key its /metrics asks for (LiteLLM's)
     front: bool = False  # a gateway: every answer passes it, none names it as who served
+    host: str | None = None  # the host (chaos.netns) its process runs on; None: this machine, on loopback
 
     @classmethod
     def on_loopback(cls, index: int, id: str, log_path: str, **more) -> Instance:
         """One at a free loopback port, found now: the process started for it binds the port."""
         port = free_port()
         return cls(index, id, f"http://127.0.0.1:{port}", port, log_path=log_path, **more)
+
+    @classmethod
+    def placed(cls, index: int, id: str, log_path: str, layout, **more) -> Instance:
+        """On its host where the target's hosts (a chaos.netns.Layout) place it, else on loopback. A host is a
+        namespace of its own: any port is free there, and this one is free here too."""
+        host = layout.placement.get(id) if layout is not None else None
+        if host is None:
+            return cls.on_loopback(index, id, log_path, **more)
+        port = free_port()
+        return cls(index, id, f"http://{layout.host(host).address}:{port}", port, log_path=log_path, host=host,
+                   **more)
+
+    @property
+    def bind_address(self) -> str:
+        """The address its process listens on: its host's, or loopback."""
+        return urlparse(self.url).hostname if self.host else "127.0.0.1"
 
     @property
     def metrics_url(self) -> str | None:
@@ -81,7 +98,8 @@ class Instance:
     def journal(self) -> dict:
         return {"index": self.index, "id": self.id, "url": self.url, "port": self.port, "pid": self.pid,
                 "create_time": self.create_time, "container": self.container,
-                "engine": self.engine, "up_since": self.up_since} | ({"front": True} if self.front else {})
+                "engine": self.engine, "up_since": self.up_since} | ({"front": True} if self.front else {}) | \
+            ({"host": self.host} if self.host else {})
 
 
 def http_ok(url: str, timeout: float = 2.0, headers: dict | None = None) -> bool:
@@ -114,6 +132,12 @@ class Target:
         # log): the fault routes of its replicas and of its LLM proxies answer no one else on the machine.
         self.fault_token = secrets.token_urlsafe(32)
         self.links = None  # chaos.targets.links.Links, when faults sit on links: set before up()
+        # The hosts its processes are laid out on (chaos.netns.Layout), planned by a kind that takes hosts:; made
+        # at the first launch on one, journaled first (on_hosts), removed by down() once every instance stopped.
+        self.hosts = None
+        self.hosts_made = False
+        self.hosts_removed: list[str] = []
+        self.on_hosts = lambda layout: None
 
     def front(self, inst: Instance) -> str:
         """Where a client of inst connects: through its link's proxies, when it has a link."""
@@ -147,9 +171,12 @@ class Target:
         """Every instance at once, each with the whole grace: N of them drain together, which costs one shutdown
         rather than N in a row. (The run stops its load first, so no front needs to stop taking requests first.)"""
         insts = self.all_instances()
-        with ThreadPoolExecutor(max(1, len(insts)), thread_name_prefix="stop") as pool:
-            for done in [pool.submit(self.stop_instance, inst, grace) for inst in insts]:
-                done.result()  # each was waited for; the first error, if any, goes on up
+        try:
+            with ThreadPoolExecutor(max(1, len(insts)), thread_name_prefix="stop") as pool:
+                for done in [pool.submit(self.stop_instance, inst, grace) for inst in insts]:
+                    done.result()  # each was waited for; the first error, if any, goes on up
+        finally:
+            self.remove_hosts()
 
     def health_url(self, inst: Instance) -> str:
         return inst.url + self.health_path
@@ -198,8 +225,37 @@ class Target:
     def start_instance(self, inst: Instance) -> None:
         raise NotImplementedError
 
+    def make_hosts(self) -> None:
+        """The hosts, made once (journaled by on_hosts before anything exists)."""
+        if self.hosts is None or self.hosts_made:
+            return
+        from .. import netns
+
+        self.on_hosts(self.hosts.to_dict())
+        self.hosts_made = True
+        try:
+            netns.create(self.hosts)
+        except netns.HostsError as e:
+            raise TargetError(f"the target's hosts: {e}") from None
+
+    def remove_hosts(self) -> list[str]:
+        """Every namespace, veth and bridge of the hosts (their processes are stopped first by down)."""
+        if self.hosts is None or not self.hosts_made:
+            return []
+        from .. import netns
+
+        self.hosts_removed = netns.remove(self.hosts.to_dict())
+        self.hosts_made = False
+        return self.hosts_removed
+
     def launch(self, inst: Instance, cmd: list[str], env: dict | None = None, withhold: tuple[str, ...] = ()) -> None:
-        """Start inst's process in its own session and journal it (on_spawn) before any health wait."""
+        """Start inst's process in its own session (in its host's namespace where it has one) and journal it
+        (on_spawn) before any health wait."""
+        if inst.host is not None:
+            from .. import netns
+
+            self.make_hosts()
+            cmd = netns.in_ns(self.hosts.host(inst.host).netns, cmd)
         inst.proc, inst.create_time = spawn(cmd, inst.log_path, env, withhold=withhold)
         inst.pid = inst.proc.pid
         inst.state = "starting"

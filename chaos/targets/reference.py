@@ -79,14 +79,20 @@ class ReferenceTarget(Target):
         self.conf = ReferenceSettings.from_dict(spec.settings)
         self.model = self.conf.model_name
         self.allow_remote = spec.allow_remote
+        if spec.settings.get("hosts"):
+            from ..netns import Layout, placement
+
+            self.hosts = Layout.plan(list(spec.settings["hosts"]), os.path.abspath(out_dir),
+                                     placement(spec.settings["hosts"]))
         for i in range(spec.replicas):
-            self.instances.append(Instance.on_loopback(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log")))
+            self.instances.append(Instance.placed(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log"), self.hosts))
         self.backups: list[Instance] = []
         self.gateway: Instance | None = None
         if self.conf.gateway is not None:
             for i in range(self.conf.backups):
-                self.backups.append(Instance.on_loopback(i, f"b{i}", os.path.join(out_dir, f"backup-b{i}.log")))
-            self.gateway = Instance.on_loopback(0, "gw", os.path.join(out_dir, "gateway.log"), front=True)
+                self.backups.append(Instance.placed(i, f"b{i}", os.path.join(out_dir, f"backup-b{i}.log"),
+                                                    self.hosts))
+            self.gateway = Instance.placed(0, "gw", os.path.join(out_dir, "gateway.log"), self.hosts, front=True)
 
     @property
     def fronted(self) -> list[Instance]:
@@ -97,23 +103,23 @@ class ReferenceTarget(Target):
 
     def command(self, inst: Instance) -> list[str]:
         if inst is self.gateway:
-            cmd = [sys.executable, "-m", "chaos", "reference", "gateway", "--host", "127.0.0.1", "--port",
+            cmd = [sys.executable, "-m", "chaos", "reference", "gateway", "--host", inst.bind_address, "--port",
                    str(inst.port), "--drain-timeout", "5",
                    "--settings", json.dumps(self.conf.gateway)]
             for p in self.instances:  # through each replica's link, where it has one
                 cmd += ["--upstream", f"{p.id}={self.front(p)}"]
             for b in self.backups:
                 cmd += ["--backup", f"{b.id}={self.front(b)}"]
-            return cmd + self._remote_args()
+            return cmd + self._remote_args(inst)
         s = self.conf.for_backups() if inst in self.backups else self.conf
         # Replicas share the cores here: one torch thread each unless the file says otherwise.
         threads = s.threads if s.threads is not None else 1 if len(self.instances) + len(self.backups) > 1 else 0
-        cmd = [sys.executable, "-m", "chaos", "reference", "serve", "--host", "127.0.0.1", "--port", str(inst.port),
-               "--replica-id", inst.id, "--preset", s.preset, "--model-name", self.model,
+        cmd = [sys.executable, "-m", "chaos", "reference", "serve", "--host", inst.bind_address, "--port",
+               str(inst.port), "--replica-id", inst.id, "--preset", s.preset, "--model-name", self.model,
                "--threads", str(threads), "--enable-fault-hooks", "--drain-timeout", "5"]
         if s.max_model_len is not None:
             cmd += ["--max-model-len", str(s.max_model_len)]
-        return cmd + self._remote_args() + list(s.args)
+        return cmd + self._remote_args(inst) + list(s.args)
 
     def routing_delay(self) -> float:
         if self.gateway is None:
@@ -125,9 +131,10 @@ class ReferenceTarget(Target):
         # The gateway sees the replica at its next health probe; an ejection or an open breaker may outlast that.
         return g["health_interval_s"] + max(g["eject_for_s"], g["breaker_open_s"])
 
-    def _remote_args(self) -> list[str]:
-        """Replicas and the gateway refuse a non-loopback --host unless the target file said allow_remote."""
-        return ["--allow-remote"] if self.allow_remote else []
+    def _remote_args(self, inst: Instance) -> list[str]:
+        """Replicas and the gateway refuse a non-loopback --host unless the target file said allow_remote, or the
+        address is a host's the run made (a bridge no other machine is on)."""
+        return ["--allow-remote"] if self.allow_remote or inst.host else []
 
     def start_instance(self, inst: Instance) -> None:
         env = None if inst is self.gateway else {FAULT_TOKEN_ENV: self.fault_token}  # restarts reuse the token
