@@ -86,9 +86,10 @@ class HostFault(Fault):
         host = layout.host(self.spec.params.host)
         self.netns = host.netns
         self.victims = [i for i in self.target.all_instances() if getattr(i, "host", None) == host.name]
-        if self.spec.params.peer is not None:
-            self.peer_address = layout.host(self.spec.params.peer).address
-        return {"netns": self.netns, "table": self.table, "host": host.name, "peer": self.spec.params.peer}
+        peer = getattr(self.spec.params, "peer", None)
+        if peer is not None:
+            self.peer_address = layout.host(peer).address
+        return {"netns": self.netns, "table": self.table, "host": host.name, "peer": peer}
 
     def victim_ids(self) -> str:
         return f"host {self.spec.params.host}"
@@ -114,7 +115,7 @@ class HostFault(Fault):
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
-        self.tcp_before = tcp_now(self.netns)
+        self.tcp_before = {name: tcp_now(ns) for name, ns in self.witnesses()}
         r = N.sh(N.in_ns(self.netns, ["nft", "-f", "-"]), check=False, stdin=self.ruleset())
         if r.returncode != 0:
             self.applied = False
@@ -155,20 +156,29 @@ class HostFault(Fault):
         c = self.counters()
         seen = sum(v[0] for v in c.values())
         taken = sum(v[1] for v in c.values())
-        after = tcp_now(self.netns)
         before = getattr(self, "tcp_before", None) or {}
-        return {"packets": seen, "taken": taken, "by_way": c,
-                "tcp": {k: v - before.get(k, 0) for k, v in after.items()}}
+        tcp = {}
+        for name, ns in self.witnesses():
+            now, was = tcp_now(ns), before.get(name) or {}
+            tcp[name] = {k: v - was.get(k, 0) for k, v in now.items()}
+        return {"packets": seen, "taken": taken, "by_way": c, "tcp": tcp}
+
+    def witnesses(self) -> list[tuple[str, str]]:
+        """(host name, namespace) of the hosts whose TCP counters tell what the fault did: the host and its peer,
+        or every host (a sender retransmits, so the counters that rise are often the other side's)."""
+        layout, p = self.target.hosts, self.spec.params
+        names = [p.host] + ([p.peer] if getattr(p, "peer", None) else [h.name for h in layout.hosts
+                                                                         if h.name != p.host])
+        return [(n, layout.host(n).netns) for n in names]
 
     def evidence_text(self) -> str | None:
         e = self.evidence
         if not e:
             return None
         share = f" ({e['taken'] / e['packets']:.1%})" if e["packets"] else ""
-        tcp = e.get("tcp") or {}
-        return (f"on the wire: {self.took} {e['taken']:,} of {e['packets']:,} packets{share}; meanwhile host "
-                f"{self.spec.params.host} retransmitted {tcp.get('RetransSegs', 0):,} TCP segments "
-                f"({tcp.get('TCPTimeouts', 0):,} retransmission timeouts) and sent {tcp.get('OutRsts', 0):,} resets")
+        tcp = "; ".join(f"{name} retransmitted {t['RetransSegs']:,} TCP segments ({t['TCPTimeouts']:,} timeouts), "
+                        f"sent {t['OutRsts']:,} resets" for name, t in (e.get("tcp") or {}).items())
+        return f"on the wire: {self.took} {e['taken']:,} of {e['packets']:,} packets{share}; meanwhile {tcp}"
 
     took = "took"
 
@@ -195,7 +205,7 @@ class PacketLoss(HostFault):
 
     def verdict(self) -> str:
         n = round(self.spec.params.rate * 10_000)
-        return f"numgen random mod 10000 < {n} counter drop"
+        return "counter drop" if n >= 10_000 else f"numgen random mod 10000 < {n} counter drop"
 
     def describe(self) -> str:
         peer = f" to and from {self.spec.params.peer}" if self.spec.params.peer else ""
@@ -234,7 +244,8 @@ class TcpReset(HostFault):
     def verdict(self) -> str:
         n = round(self.spec.params.rate * 10_000)
         at = "" if n >= 10_000 else f"numgen random mod 10000 < {n} "
-        return f"meta l4proto tcp {at}counter reject with tcp reset"
+        # never a reset itself: the resets this rule sends leave through the output hook too
+        return f"meta l4proto tcp tcp flags & rst == 0 {at}counter reject with tcp reset"
 
     def describe(self) -> str:
         peer = f" from {self.spec.params.peer}" if self.spec.params.peer else ""
