@@ -179,14 +179,17 @@ def placement(hosts: dict[str, list[str]]) -> dict[str, str]:
     return {inst: name for name, ids in (hosts or {}).items() for inst in ids or ()}
 
 
+LOAD_PROCESS = re.compile(r"^(master|w[0-9]+)$")  # the load's Locust processes a hosts: may place
+
+
 def placement_problems(hosts: dict, ids: list[str]) -> list[tuple[tuple, str]]:
     """(path under hosts:, problem) for each instance placed twice, an id the target has not, and an instance
     left off: with hosts, every process of the target runs on one (a gateway on a host cannot reach a replica on
-    this machine's loopback)."""
+    this machine's loopback). The load's processes (master, w0...) may be placed too, or left on this machine."""
     out, seen = [], {}
     for name, placed in (hosts or {}).items():
         for i, inst in enumerate(placed or ()):
-            if inst not in ids:
+            if inst not in ids and not LOAD_PROCESS.match(inst):
                 out.append(((name, i), f"no instance {inst!r}; this target has {', '.join(ids)}"))
             elif inst in seen:
                 out.append(((name, i), f"{inst} is on host {seen[inst]} already: an instance runs on one host"))

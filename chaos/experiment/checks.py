@@ -203,6 +203,20 @@ def _hosts_problems(doc: Located, base: Path, d: dict) -> list[str]:
     return out
 
 
+def _load_places(doc: Located, target) -> list[str]:
+    """The load's Locust processes a target's hosts: place must be ones the load has (load.workers)."""
+    workers = doc.data["load"].get("workers", 0)
+    out = []
+    for host, ids in ((target.settings or {}).get("hosts") or {}).items():
+        for i in ids:
+            if i == "master" and not workers or i.startswith("w") and int(i[1:]) >= workers:
+                out.append(doc.problem(("load", "workers") if "workers" in doc.data["load"] else ("load",),
+                                       f"the target places {i} on host {host}, but the load has "
+                                       f"{workers or 'no'} Locust workers: give load.workers: "
+                                       f"{max(1, int(i[1:]) + 1 if i.startswith('w') else 1)} or more"))
+    return out
+
+
 def check_target(doc: Located, base: Path = ()) -> None:
     """A target's own rules (in its file, or at base in an experiment); raises the problems."""
     problems = target_checks(doc, base)
@@ -236,7 +250,7 @@ def check_experiment(doc: Located, target, target_doc: Located, target_base: Pat
     """The target's rules (target_doc at target_base: its own file, or the experiment's target:), then the
     experiment's with that target; raises the problems."""
     check_target(target_doc, target_base)
-    problems = semantic_checks(doc, target) + _replay_file(doc) + verify_problems(doc)
+    problems = semantic_checks(doc, target) + _replay_file(doc) + verify_problems(doc) + _load_places(doc, target)
     problems = problems or run_would_build(doc, target)
     if problems:
         raise ExperimentError(problems)

@@ -45,6 +45,7 @@ class LoadSpec:
     replay_scrub: bool = False
     replay_filter: dict | None = None
     retries: int = 0
+    workers: int = 0
     timeouts: dict | None = None
     stop_timeout: str | float | None = None
     stability: dict | None = None
@@ -125,4 +126,4 @@ def load_config(load: LoadSpec, urls: list[str], model: str | None, api_key_env:
                       seed=load.seed, tokenizer=tokenizer, stream=load.stream,
                       timeouts=Timeouts(parse_duration(t["connect"]), dur(t["first_token"]), dur(t["total"])),
                       retries=load.retries, api_key_env=api_key_env, ignore_eos=ignore_eos,
-                      keep_alive=keep_alive)
+                      keep_alive=keep_alive, workers=load.workers)

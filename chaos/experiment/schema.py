@@ -35,10 +35,10 @@ STARTUP = duration(positive=True, maximum=3600)
 HOSTS = {"type": "object", "minProperties": 1, "maxProperties": 60,
          "propertyNames": {"pattern": "^[a-z][a-z0-9-]{0,23}$"},
          "additionalProperties": {"type": "array", "minItems": 1, "maxItems": 64, "uniqueItems": True,
-                                  "items": {"type": "string", "pattern": "^(r[0-9]+|b[0-9]+|gw)$"}},
+                                  "items": {"type": "string", "pattern": "^(r[0-9]+|b[0-9]+|gw|master|w[0-9]+)$"}},
          "description": "lay the target's processes out on hosts, each a network namespace the run makes (root "
-                        "only; docs/hosts.md): host name -> the instance ids on it (r0, b0, gw); every instance on "
-                        "one. Kernel network faults (packet_loss, partition, tcp_reset, link_rate) act on a host's "
+                        "only; docs/hosts.md): host name -> the instance ids on it (r0, b0, gw; every instance on "
+                        "one) and the load's Locust processes (master, w0, w1...: load.workers). Kernel network faults (packet_loss, partition, tcp_reset, link_rate) act on a host's "
                         "link"}
 TOXIPROXY = {"description": "the Toxiproxy server network faults go through (default: the bundled one, started "
                             "by the run)",
@@ -210,6 +210,8 @@ LOAD = _obj({
                            "min_input_tokens": integer(0, 1 << 30), "max_input_tokens": integer(0, 1 << 30)},
                           description="replay only the log lines that match (as logged); the rest count as filtered"),
     "retries": integer(0, 10),
+    "workers": integer(0, 32, "Locust workers beside a master (0: one Locust process); on hosts where the "
+                              "target's hosts: place them (master, w0, w1...)"),
     "timeouts": _obj({"connect": POSITIVE, "first_token": TIMEOUT, "total": TIMEOUT}),
     "stop_timeout": DURATION,
     "stability": STABILITY_LOAD,

@@ -77,6 +77,12 @@ class Fault:
         checks unjudged: `chaos validate`, --dry-run and the run print them."""
         return []
 
+    @classmethod
+    def preflight(cls, spec) -> None:
+        """What this machine must have for the fault (a FaultSpec), asked when a run starts, before anything does:
+        raise FaultError saying what is missing. Not a check of the file (`chaos validate` and `chaos export`
+        read files meant for other machines too)."""
+
     def plan(self, ctx: FaultContext) -> dict:
         """Decide what apply will touch and return it for the journal, which is written BEFORE apply,
         so `chaos recover` can undo it from the journal alone. By default: the instances it names."""

@@ -79,6 +79,12 @@ class HostFault(Fault):
         self.peer_address: str | None = None
         self.evidence: dict | None = None
 
+    @classmethod
+    def preflight(cls, spec) -> None:
+        why = N.why_not()
+        if why:
+            raise FaultError(f"fault {spec.name} acts on a host's link, and hosts cannot be made here: {why}")
+
     def plan(self, ctx: FaultContext) -> dict:
         layout = getattr(self.target, "hosts", None)
         if layout is None:
@@ -347,13 +353,11 @@ class Netem(LinkRate):
     schema = NetemParams.schema(summary)
 
     @classmethod
-    def check(cls, fault: dict, target) -> list[tuple[tuple, str]]:
-        out = super().check(fault, target)
-        if not out and N.why_not() is None:
-            why = N.has_netem()
-            if why:
-                out.append((("type",), f"{why}: use the latency toxic for delay and jitter, packet_loss for loss"))
-        return out
+    def preflight(cls, spec) -> None:
+        why = N.why_not() or N.has_netem()
+        if why:
+            raise FaultError(f"fault {spec.name}: {why}: use the latency toxic for delay and jitter, packet_loss "
+                             f"for loss")
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True

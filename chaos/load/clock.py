@@ -18,6 +18,7 @@ import os
 import time
 
 ENV = "CHAOS_CLOCK_ANCHOR"
+WORKER_ENV = "CHAOS_WORKER"  # a Locust worker's name (w0, w1...) as the run placed it: its records say it
 
 
 class Clock:

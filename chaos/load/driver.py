@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from ..rundir.files import REQUESTS
 from .clock import ENV as CLOCK_ENV, Clock
+from .clock import WORKER_ENV
 from .errors import LoadError
 from ..records import read_new_records, read_records
 from .replay.run import ReplayRun
@@ -62,6 +63,10 @@ class LoadConfig:
     keep_alive: bool = True  # False: a new connection per request (`Connection: close`)
     host_ids: list[str] = field(default_factory=list)  # the instance behind each base URL, when no gateway
     limits: object = None  # chaos.targets.limits.Limits a vendor target states: start() caps the load to them
+    # Locust processes on hosts (chaos.netns): "master" | "w0"... -> (namespace, address), and the bridge's
+    # address, where a master on this machine listens for workers on hosts. Empty: all on loopback.
+    places: dict = field(default_factory=dict)
+    bridge: str | None = None
 
     def __post_init__(self):
         u = urlparse(self.target)
@@ -120,6 +125,7 @@ def take_target(cfg: LoadConfig, spec, target) -> None:
         if cfg.tokenizer == "auto":
             cfg.tokenizer = target.tokenizer  # a stack of bundled replicas behind a gateway counts bytes
         cfg.host_ids = target.replica_ids
+        cfg.places, cfg.bridge = target.load_places()
 
 
 def _headers(cfg: LoadConfig) -> dict:
@@ -183,6 +189,15 @@ def calibrate(cfg: LoadConfig, model: str, tokenizer: str, n: int = 6) -> tuple[
         e2es.append(time.perf_counter() - t0)
         ttfts.append((first or time.perf_counter()) - t0)
     return max(ttfts), max(e2es)
+
+
+def _on(netns: str | None, cmd: list[str]) -> list[str]:
+    """cmd on a host (in its network namespace), or here."""
+    if netns is None:
+        return cmd
+    from ..netns import in_ns
+
+    return in_ns(netns, cmd)
 
 
 def _api_base(url: str) -> str:
@@ -282,18 +297,20 @@ class LoadRun(ReplayRun):
             self.progress(f"Locust web UI: http://127.0.0.1:{cfg.ui_port}")
         else:
             main += ["--headless"]
+        master_ns, master_at = cfg.places.get("master", (None, cfg.bridge if cfg.places else "127.0.0.1"))
         if cfg.workers:
             port = _free_port()
-            main += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+            main += ["--master", "--master-bind-host", master_at, "--master-bind-port", str(port),
                      "--expect-workers", str(cfg.workers)]
         self._clock = self._clock or Clock()  # the run's one anchor: the Locust processes get it
         env[CLOCK_ENV] = self._clock.to_env()
         self.t_start = self._clock.now()
         self.mono_start = time.monotonic()
-        self.main = self._spawn(main, env, "locust-master.log" if cfg.workers else "locust.log")
+        self.main = self._spawn(_on(master_ns, main), env, "locust-master.log" if cfg.workers else "locust.log")
         for i in range(cfg.workers):
-            self._spawn(base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)], env,
-                        f"locust-worker{i}.log")
+            ns, _ = cfg.places.get(f"w{i}", (None, None))
+            self._spawn(_on(ns, base + ["--worker", "--master-host", master_at, "--master-port", str(port)]),
+                        {**env, WORKER_ENV: f"w{i}"}, f"locust-worker{i}.log")
 
     def _spawn(self, cmd, env, log_name) -> subprocess.Popen:
         log = open(os.path.join(self.cfg.out_dir, log_name), "w")

@@ -22,7 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from chaos.common import parse_retry_after
 from chaos.errors import Finding
-from chaos.load.clock import Clock
+from chaos.load.clock import WORKER_ENV, Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.records.labels import merge_header
 from chaos.records import RequestRecord
@@ -70,7 +70,8 @@ class Process:
         self.runner = runner
         if isinstance(runner, WorkerRunner):
             self.index, self.count = runner.worker_index, max(1, CFG.get("workers", 1))
-            self.worker_name = f"w{self.index}"
+            # the name the run gave it where it placed it (Locust numbers workers as they connect)
+            self.worker_name = os.environ.get(WORKER_ENV) or f"w{self.index}"
         if self.budget is not None:
             share, extra = divmod(PLAN.max_requests, self.count)
             self.budget = share + (1 if self.index < extra else 0)

@@ -23,7 +23,7 @@ from ..errors import Interrupted, exit_code
 from ..experiment.loadspec import load_config
 from ..experiment.model import Experiment
 from ..experiment.variables import Masker
-from ..faults import FaultContext, FaultError, make_fault, wanted_links
+from ..faults import FAULT_TYPES, FaultContext, FaultError, make_fault, wanted_links
 from ..host import HOST_FILE, HostSampler
 from ..load.clock import Clock
 from ..load.driver import LoadError, LoadRun, take_target
@@ -205,6 +205,8 @@ class Runner:
 
     def _target_up(self) -> None:
         preflight_stops(self.exp)  # a Prometheus abort_when cannot ask ends the run before anything starts
+        for spec in self.exp.faults:  # what this machine lacks for a fault (root, netem) ends it here too
+            FAULT_TYPES[spec.type].preflight(spec)
         self.target = make_target(self.exp.target, self.run_dir)
         token = getattr(self.target, "fault_token", None)
         if token:  # one more secret to mask, in a Masker of the run's own (the experiment's stays as it was)

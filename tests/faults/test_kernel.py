@@ -153,14 +153,17 @@ def test_recover_undoes_a_fault_from_its_journaled_plan_alone(hosts):
     assert FAULT_TYPES["packet_loss"].undo_from_journal({"netns": "lc-000000-9", "table": "x"}).startswith("its host")
 
 
-def test_netem_is_refused_where_the_kernel_has_none(hosts):
+def test_netem_is_refused_at_the_start_of_a_run_where_the_kernel_has_none(hosts):
     why = N.has_netem()
     target = SimpleNamespace(settings={"hosts": {"b": ["r0"]}})
-    problems = FAULT_TYPES["netem"].check({"type": "netem", "host": "b", "delay": "10ms"}, target)
+    # the file is valid (it may be meant for another machine, or for `chaos export`)
+    assert FAULT_TYPES["netem"].check({"type": "netem", "host": "b", "delay": "10ms"}, target) == []
+    spec = FaultSpec.build(0, "netem", 0.0, "delay-b", {"host": "b", "delay": "10ms"})
     if why is None:
-        assert problems == []
+        FAULT_TYPES["netem"].preflight(spec)
     else:
-        assert problems and "no netem" in problems[0][1] and "latency toxic" in problems[0][1]
+        with pytest.raises(FaultError, match="no netem.*latency toxic"):
+            FAULT_TYPES["netem"].preflight(spec)
 
 
 def test_a_host_fault_names_a_host_the_target_has():
