@@ -168,8 +168,9 @@ def pause_instance(m: Mapper, spec) -> Injection:
 # -- network faults -------------------------------------------------------------------------------------------
 def _netem(m: Mapper, spec, action: dict, what: str) -> Injection | Left:
     p = spec.params
-    if p.toxicity != 1:
-        return Left(spec.name, spec.type, spec.at, f"toxicity {p.toxicity:g}: Toxiproxy takes a share of "
+    toxicity, stream = getattr(p, "toxicity", 1), getattr(p, "stream", "downstream")  # link_down has neither
+    if toxicity != 1:
+        return Left(spec.name, spec.type, spec.at, f"toxicity {toxicity:g}: Toxiproxy takes a share of "
                                                    f"connections; Chaos Mesh shapes every packet of its pods")
     pods, peer, notes = m.link(spec, p.link)
     body = {**pods, **action}
@@ -177,10 +178,10 @@ def _netem(m: Mapper, spec, action: dict, what: str) -> Injection | Left:
     if peer is not None:
         body["target"] = peer
         # downstream: what the link's server side sends (replies); upstream: what its clients send to it
-        body["direction"] = "both" if partition else "to" if p.stream == "downstream" else "from"
+        body["direction"] = "both" if partition else "to" if stream == "downstream" else "from"
     else:
         body["direction"] = "to"  # from and both need a target (Chaos Mesh's webhook refuses them without one)
-        if p.stream == "upstream" and not partition:
+        if stream == "upstream" and not partition:
             notes.append("upstream (the requests) taken as the replies: without the sending pods as a target, "
                          "Chaos Mesh shapes only what the selected pods send")
     notes.insert(0, what)
@@ -249,7 +250,8 @@ def http_error(m: Mapper, spec):
 
     p = spec.params
     message, code, param = VENDOR_ERRORS[p.status]
-    error = openai_error(p.message or message, error_type_for(p.status), p.code or code, param)
+    # masked: base64 would hide a secret variable's value from the check of every file written
+    error = m.exp.mask(openai_error(p.message or message, error_type_for(p.status), p.code or code, param))
     headers = {"Content-Type": "application/json"}
     if p.retry_after is not None and p.status in (429, 503):
         headers.update({k.title(): v for k, v in retry_after_headers(p.retry_after).items()})
