@@ -7,14 +7,14 @@ from ..errors import handled
 EPILOG = """examples:
   chaos export experiments/kill-instance.yaml --to chaos-mesh --namespace llm --service vllm
   chaos export experiments/kill-instance.yaml --to chaos-mesh --service vllm --instance r1=vllm-1
-        # r1 is the StatefulSet's pod vllm-1 (default: any one pod of --selector)
+        # r1 is the StatefulSet's pod vllm-1 (without --instance: any one pod of --selector)
   chaos export experiments/network-jitter.yaml --to chaos-mesh --service gateway \\
         --selector app.kubernetes.io/name=vllm --instance gw=app.kubernetes.io/name=gateway
   chaos export experiments/all-primaries-down.yaml --to chaos-mesh --service llm --instance b0=app=llm-backup
   chaos export experiments/kill-instance.yaml --to chaos-mesh --service vllm --schedule "0 3 * * 1"
         # a weekly game day: the faults as a Schedule, the load as CronJobs, Mondays 03:00
 
-Writes into --out (default exports/NAME-chaos-mesh/): load/ (a ConfigMap with the load's config, a Service and
+Writes into --out (exports/NAME-chaos-mesh/ unless given): load/ (a ConfigMap with the load's config, a Service and
 the Locust master and workers as Jobs), chaos/ (the faults as a Chaos Mesh Workflow: each waits for its `at`,
 then lasts its duration; a Schedule of it with --schedule), README.md (how to apply it, and what each fault
 became), and for what Chaos Mesh cannot inject (stream and content faults of the LLM proxy, the Toxiproxy toxics

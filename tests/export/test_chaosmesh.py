@@ -158,3 +158,11 @@ def test_steps_get_unique_names_that_never_take_the_entry_s(make_exp):
                     {"type": "kill_instance", "at": "2s", "name": "T_EXP"}])
     done, _ = map_faults(exp, config())
     assert len({d.step for d in done} | {"t-exp"}) == 3
+
+
+def test_the_docs_name_every_fault_type():
+    import pathlib
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "export.md").read_text()
+    assert [t for t in FAULT_TYPES if f"`{t}`" not in text] == []
+    assert "No Kubernetes cluster ran these resources here" in text and "2.8.3" in text
