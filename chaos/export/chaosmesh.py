@@ -71,8 +71,8 @@ LEFT_OUT: dict[str, tuple[str, bool]] = {  # fault type -> (why, whether it can 
                     "port", True),
 }
 
-NETEM = ("Chaos Mesh's netem acts on every packet the pods send (direction and target narrow it), where the "
-         "run's Toxiproxy toxic acts on one direction of each connection of the link")
+NETEM = ("Chaos Mesh (netem, tbf, iptables) acts on every packet the pods send (direction and target narrow it), "
+         "where the run's Toxiproxy toxic acts on one direction of each connection of the link")
 HTTPCHAOS = ("HTTPChaos proxies the pods' port in plain HTTP and touches only connections opened after it starts: "
              "the exported load opens a connection per request for that")
 LOAD_WORKERS = {COMPONENT_LABEL: "locust-worker"}  # with EXPERIMENT_LABEL: the load's worker pods

@@ -35,7 +35,7 @@ def _apply(b, load: list[dict], chaos: list[dict]) -> list[str]:
     master = next(d["metadata"]["name"] for d in load if d["metadata"]["name"].endswith("locust-master"))
     lines = ["## Run it", ""]
     if cfg.schedule:
-        lines += [f"Both sides start on the cron schedule `{cfg.schedule}` (the cluster's time zone): the load as "
+        lines += [f"Both sides start on the cron schedule `{cfg.schedule}` (in the controllers' time zone, UTC unless yours is set otherwise): the load as "
                   f"CronJobs, the faults as a Chaos Mesh Schedule of the workflow. Apply once:", "",
                   f"    kubectl apply -f {out}/load/" + (f" -f {out}/chaos/" if chaos else ""), "",
                   "Each start, the workflow's clock begins when Chaos Mesh creates it, and the load's when its "

@@ -81,9 +81,10 @@ NET_ACTIONS = {
     "loss": obj({"loss": PERCENT_STR, **CORRELATION}, ("loss",)),
     "duplicate": obj({"duplicate": PERCENT_STR, **CORRELATION}, ("duplicate",)),
     "corrupt": obj({"corrupt": PERCENT_STR, **CORRELATION}, ("corrupt",)),
-    # the webhook's units; bps is bytes a second, kbit a thousand bits (tc's own meaning: the rate goes to tbf)
+    # the webhook's units (it lowercases first; the export writes lowercase); bps is bytes a second, kbit a
+    # thousand bits (tc's own meaning: the rate goes to tbf)
     "bandwidth": obj({"rate": {"type": "string",
-                               "pattern": r"^(?i:[0-9]+\s*(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps))$"},
+                               "pattern": r"^[0-9]+\s*(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$"},
                       "limit": {"type": "integer", "minimum": 1, "maximum": 2**32 - 1},
                       "buffer": {"type": "integer", "minimum": 1, "maximum": 2**32 - 1},
                       "peakrate": {"type": "integer", "minimum": 0},
