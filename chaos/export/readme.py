@@ -79,8 +79,9 @@ def readme(b, load: list[dict], chaos: list[dict]) -> str:
     if b.left:
         lines.append(f"- `NOT-EXPORTED.md`: {len(b.left)} fault(s) left out, each with why and how to run it.")
     lines += ["", "## Before you apply", "",
-              f"- Chaos Mesh {CHAOS_MESH_VERSION} (or a 2.x that takes these fields) in the cluster. It acts only on "
-              f"pods a controller owns (a Deployment, a StatefulSet): the service's pods, selected by "
+              f"- Chaos Mesh {CHAOS_MESH_VERSION} (or a 2.x that takes these fields) in the cluster, its Controller "
+              f"Manager in none of the service's pods; a PodChaos takes only pods a controller owns (a Deployment, a "
+              f"StatefulSet) and restarts. The service's pods are selected by "
               f"`{_labels(cfg.selector)}` in namespace `{cfg.namespace}`" + (
                   ", and by --instance: " + ", ".join(f"{k} = {_where(v)}" for k, v in cfg.instances.items())
                   if cfg.instances else "") + ".",
