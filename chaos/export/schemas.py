@@ -5,10 +5,12 @@ Written here, for the fields the export emits (and their neighbours), from Chaos
 2026-06-09): its CRDs (config/crd/bases/chaos-mesh.org_{podchaos,networkchaos,httpchaos,workflows,schedules}.yaml:
 field names, types, enums and required fields), the rules its admission webhooks add (api/v1alpha1/*_webhook.go:
 a bandwidth rate's units, a direction `from` or `both` needs a target outside a partition, an HTTPChaos port above
-0, a Suspend needs a deadline, a workflow's chaos has no duration), and the pages of chaos-mesh.org/docs that
-describe them ("Simulate Pod Faults", "Simulate Network Faults", "Simulate HTTP Faults", "Create Chaos Mesh
-Workflow", "Define Scheduling Rules": a Schedule of a Workflow is named in at most 51 characters). What a JSON
-Schema cannot say (a workflow's children name its templates, names are unique) is checked in workflow_problems.
+0, a Suspend needs a deadline, a workflow's chaos has no duration), its controller's (a netem action needs one of
+delay, loss, duplicate, corrupt or rate: mergeNetem in controllers/podnetworkchaos/controller.go), and the pages
+of chaos-mesh.org/docs that describe them ("Simulate Pod Faults", "Simulate Network Faults", "Simulate HTTP
+Faults", "Create Chaos Mesh Workflow", "Define Scheduling Rules": a Schedule of a Workflow is named in at most 51
+characters). What a JSON Schema cannot say (a workflow's children name its templates, names are unique) is
+checked in workflow_problems.
 
 No Kubernetes cluster ran these objects here: passing these schemas means they match what those sources say
 Chaos Mesh accepts, not that Chaos Mesh accepted them. The Kubernetes objects of the load are checked against
@@ -90,11 +92,14 @@ NET_ACTIONS = {
                       "peakrate": {"type": "integer", "minimum": 0},
                       "minburst": {"type": "integer", "minimum": 0}}, ("rate", "limit", "buffer")),
 }
+NETEM_PARTS = ("delay", "loss", "duplicate", "corrupt", "rate")  # what an action netem merges into one qdisc
 
 
 def network_chaos(embedded: bool) -> dict:
     rules = [VALUE_NEEDED]
     rules += [_when("action", a, {"required": [a]}) for a in NET_ACTIONS]  # the action's own settings
+    # netem refuses none of its parts (the controller's mergeNetem)
+    rules.append(_when("action", "netem", {"anyOf": [{"required": [k]} for k in NETEM_PARTS]}))
     # The webhook: outside a partition, `from` and `both` shape packets of the target's pods, so need a target.
     rules.append({"if": {"properties": {"action": {"not": {"const": "partition"}},
                                         "direction": {"enum": ["from", "both"]}},

@@ -140,3 +140,12 @@ def test_kubernetes_rules():
            "data": {"log.jsonl": "x" * 1_100_000}}
     assert any("more than a ConfigMap holds" in p for p in kubeschemas.problems(big))
     assert kubeschemas.problems({**JOB, "kind": "Deployment"})
+
+
+def test_a_netem_action_needs_one_of_its_parts_and_a_reorder_its_gap():
+    netem = {"selector": SELECTOR, "mode": "all", "action": "netem", "direction": "to"}
+    assert schemas.problems(network(netem))  # the controller refuses a netem with nothing to merge
+    both = {**netem, "delay": {"latency": "50ms", "reorder": {"reorder": "25", "correlation": "0", "gap": 1}},
+            "duplicate": {"duplicate": "1", "correlation": "0"}}
+    assert schemas.problems(network(both)) == []
+    assert schemas.problems(network(bad(both, ("delay", "reorder", "gap"), drop=True)))  # the CRD requires gap
