@@ -5,7 +5,8 @@ port, as in front of any OpenAI-compatible endpoint.
 
 Through a port-forward the service is one endpoint: a fault on a link to one replica (r1) goes on the client link,
 in front of the whole service, and the notes say so. The reference server's own hooks (server_hook) reach no
-service in a cluster: that experiment runs as it is, against the bundled target.
+service in a cluster: that experiment runs as it is, against the bundled target; so does a kernel fault left out
+(tcp_reset), which acts on a host the run makes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 
+from ..faults import FAULT_TYPES
 from .chaosmesh import Left
 from .config import ExportConfig
 
@@ -75,4 +77,7 @@ def how(exp, cfg: ExportConfig, left: Left, out: str) -> str:
     """The command that runs a left-out fault."""
     if left.beside:
         return f"`{port_forward(cfg)}` then `chaos run {os.path.join(out, EXPERIMENT_FILE)}`"
+    if getattr(FAULT_TYPES.get(left.type), "family", None) == "kernel":  # a host's link: no port-forward has one
+        return (f"`chaos run {exp.path}` as root on a Linux machine of its own, against the bundled reference "
+                f"target on the hosts the run makes (network namespaces)")
     return f"`chaos run {exp.path}` on a machine of its own, against the bundled reference target"

@@ -7,6 +7,10 @@ for a setting Chaos Mesh cannot express (a share of connections or requests, a c
 between the run's fault and the object that stands for it goes into the Injection's notes, which the export's
 README repeats: netem shapes a pod's packets where Toxiproxy shapes one direction of one connection, and a
 PodChaos acts on pods that a controller restarts at once.
+
+A kernel fault acts on a host of the target's `hosts:` (a network namespace the run makes); in a cluster a host
+is the pods of the instances on it, each instance's pods found as any instance's are (--instance, else the
+replicas' --selector), and a fault's `peer` the peer host's pods, as the NetworkChaos's target.
 """
 
 from __future__ import annotations
@@ -69,6 +73,10 @@ LEFT_OUT: dict[str, tuple[str, bool]] = {  # fault type -> (why, whether it can 
     **{t: (TEXT, True) for t in ("replace_text", "garble_text", "enlarge_text", "break_json")},
     "slow_upload": ("paces a request's body to the upstream; no Chaos Mesh action throttles one direction of one "
                     "port", True),
+    # a kernel fault acts on a host the run makes: it runs where the run makes hosts, not through a port-forward
+    "tcp_reset": ("answers a host's TCP packets with resets (nftables reject with tcp reset); no NetworkChaos "
+                  "action resets TCP (its partition drops packets, never rejects them), and HTTPChaos's abort, which "
+                  "reset_peer becomes, acts on requests to one HTTP port, not on every TCP packet of a host", False),
 }
 
 NETEM = ("Chaos Mesh (netem, tbf, iptables) acts on every packet the pods send (direction and target narrow it), "
@@ -84,6 +92,7 @@ class Mapper:
     def __init__(self, exp, cfg: ExportConfig):
         self.exp, self.cfg = exp, cfg
         t = exp.target
+        self.hosts = dict((t.settings or {}).get("hosts") or {})  # host name -> the instance ids on it
         prefix = {"reference": "r", "process": "p", "docker": "d", "stack": "r"}.get(t.kind, "r")
         self.primaries = [f"{prefix}{i}" for i in range(t.replicas)]
         self.workers = {"mode": "all", "selector": {"namespaces": [cfg.namespace], "labelSelectors": {
@@ -120,6 +129,31 @@ class Mapper:
         raise InputError(f"{self.exp.path}: fault {spec.name} names {instance}, which is not one of the replicas "
                          f"({', '.join(self.primaries)}): say which pods it is with --instance {instance}=POD or "
                          f"--instance {instance}=KEY=VALUE")
+
+    def host(self, spec, name: str) -> tuple[dict, list[str]]:
+        """The pods of a host: those of the instances on it, each found as pods() finds an instance. Several
+        instances are joined where one selector can say it: pods by name, one label for all, or N of the replicas."""
+        ids = list(self.hosts.get(name) or ())
+        if not ids:
+            raise InputError(f"{self.exp.path}: fault {spec.name} names host {name}, which the target's hosts: "
+                             f"do not have")
+        got = [self.pods(spec, i) for i in ids]
+        if len(got) == 1:
+            pods, notes = got[0]
+            return pods, [f"host {name}: {n}" for n in notes]
+        sels, ns = [p for p, _ in got], self.cfg.namespace
+        if all(s["mode"] == "all" and "pods" in s["selector"] for s in sels):
+            return {"selector": {"pods": {ns: [n for s in sels for n in s["selector"]["pods"][ns]]}},
+                    "mode": "all"}, []
+        if all(s == sels[0] for s in sels):
+            if sels[0]["mode"] == "all":  # one label pins every instance of the host
+                return sels[0], []
+            return ({"selector": self.cfg.replicas(), "mode": "fixed", "value": str(len(ids))},
+                    [f"host {name} ({', '.join(ids)}, not pinned with --instance): {len(ids)} pods of the "
+                     f"replicas, chosen by Chaos Mesh"])
+        raise InputError(f"{self.exp.path}: fault {spec.name} acts on host {name}, whose instances "
+                         f"({', '.join(ids)}) are pinned in ways one Chaos Mesh selector cannot join: pin each "
+                         f"with --instance ID=POD, or all of them with one --instance ID=KEY=VALUE label")
 
     def link(self, spec, link: str) -> tuple[dict, dict | None, list[str]]:
         """The pods a link's fault goes on, and the pods at its other end (None: not known)."""
@@ -197,17 +231,21 @@ def latency(m: Mapper, spec):
     return _netem(m, spec, {"action": "delay", "delay": delay}, "netem delay: latency ± jitter per packet")
 
 
+def _tbf(rate: int) -> tuple[dict, str]:
+    """A bandwidth action for `rate` KB/s (a KB being 1,000 bytes), and what it is in words."""
+    bytes_s = rate * 1000
+    buffer = max(10_000, bytes_s // 100)  # above the MTU, and a tick's worth at 100 Hz: tbf's own minimum
+    limit = max(2 * buffer, bytes_s)  # a second queued: the link slows down before it drops, as the proxy's does
+    return ({"action": "bandwidth", "bandwidth": {"rate": f"{rate * 8}kbit", "limit": limit, "buffer": buffer}},
+            f"tbf at {rate * 8} kbit/s ({rate} KB/s), {buffer} bytes of burst, {limit} queued")
+
+
 def bandwidth(m: Mapper, spec):
     rate = spec.params.rate  # KB/s, a KB being 1,000 bytes
     if rate == 0:
         return Left(spec.name, spec.type, spec.at, "rate 0 stops the link, which a token bucket cannot express "
                                                    "(link_down is the fault for that)")
-    bytes_s = rate * 1000
-    buffer = max(10_000, bytes_s // 100)  # above the MTU, and a tick's worth at 100 Hz: tbf's own minimum
-    limit = max(2 * buffer, bytes_s)  # a second queued: the link slows down before it drops, as the proxy's does
-    return _netem(m, spec, {"action": "bandwidth", "bandwidth": {"rate": f"{rate * 8}kbit", "limit": limit,
-                                                                 "buffer": buffer}},
-                  f"tbf at {rate * 8} kbit/s ({rate} KB/s), {buffer} bytes of burst, {limit} queued")
+    return _netem(m, spec, *_tbf(rate))
 
 
 def timeout(m: Mapper, spec):
@@ -300,10 +338,109 @@ def first_token_delay(m: Mapper, spec):
                  "HTTPChaos delays the response, its headers and first token with it")
 
 
+# -- kernel faults: a host's link ------------------------------------------------------------------------------
+HOSTS = ("a host is the pods of the instances on it: Chaos Mesh acts on each pod's own interface, where the run "
+         "acts on the host's link (every process on the host, and its kernel's TCP)")
+
+
+def _percent(share: float) -> str:
+    """A share (0.05) as Chaos Mesh's percent string ("5"): a FloatStr from 0 to 100, no exponent."""
+    return f"{share * 100:.4f}".rstrip("0").rstrip(".")
+
+
+def _host_link(m: Mapper, spec, action: dict, what: str, one_way: str | None = None,
+               more: tuple[str, ...] = ()) -> Injection:
+    """A NetworkChaos on the host's pods: with a peer, both ways between them and the peer's pods (its target);
+    without one, a partition drops every packet in and out, anything else shapes what the pods send (one_way says
+    how that differs: Chaos Mesh's `from` and `both` need a target outside a partition)."""
+    p = spec.params
+    pods, notes = m.host(spec, p.host)
+    notes = [*more, *notes]
+    body = {**pods, **action}
+    peer = getattr(p, "peer", None)
+    if peer is not None:
+        target, peer_notes = m.host(spec, peer)
+        body["target"], body["direction"] = target, "both"
+        notes += peer_notes
+        if pods["mode"] != "all" and target["mode"] != "all" and pods["selector"] == target["selector"]:
+            notes.append(f"host {p.host} and peer {peer} are both taken from the replicas, each on its own: Chaos "
+                         f"Mesh may pick the same pod for both (pin them with --instance)")
+    elif action["action"] == "partition":
+        body["direction"] = "both"  # no target: every packet into and out of the pods
+    else:
+        body["direction"] = "to"
+        if one_way:
+            notes.append(one_way)
+    return Injection(spec.name, spec.type, "NetworkChaos", body, spec.at,
+                     p.duration if p.duration is not None else m.rest(spec), [what, *notes, HOSTS])
+
+
+def packet_loss(m: Mapper, spec):
+    rate, peer = spec.params.rate, spec.params.peer
+    which = f"between the host's pods and peer {peer}'s, both ways" if peer else "the host's pods send"
+    return _host_link(m, spec, {"action": "loss", "loss": {"loss": _percent(rate), "correlation": "0"}},
+                      f"netem loss of {_percent(rate)} % of the packets {which}, for the run's nftables random drop",
+                      "without a peer, only what the host's pods send loses packets, where the run drops the host's "
+                      "packets both ways: a round trip loses about half as many here")
+
+
+def partition(m: Mapper, spec):
+    if spec.params.peer is not None:
+        what = (f"iptables drops every packet between the host's pods and peer {spec.params.peer}'s, both ways; "
+                f"open connections hang and new ones time out")
+    else:
+        what = ("without a peer, every packet into and out of the host's pods is dropped (Chaos Mesh's partition "
+                "without a target: an iptables DROP on their interface with no address set), from other pods, the "
+                "node and outside the cluster alike, as the run cuts the host off from every host and the runner; "
+                "the kubelet's probes fail too, so the pods leave the Service and a liveness probe may restart them")
+    return _host_link(m, spec, {"action": "partition"}, what)
+
+
+def link_rate(m: Mapper, spec):
+    action, what = _tbf(spec.params.rate)
+    return _host_link(m, spec, action, what, "tbf shapes only what the host's pods send (Chaos Mesh shapes no "
+                                             "ingress), where the run shapes the host's link each way (tbf on both "
+                                             "ends of its veth): what the pods receive is not slowed")
+
+
+def netem(m: Mapper, spec):
+    p = spec.params
+    delay = p.delay
+    if p.reorder and not delay:
+        return Left(spec.name, spec.type, spec.at, "reorder without a delay: netem reorders by letting packets "
+                                                   "skip its delay queue, so tc refuses it without one (as the "
+                                                   "run's apply does), and Chaos Mesh's reorder is a field of "
+                                                   "delay", False)
+    tc, notes = {}, []
+    if delay is not None:
+        tc["delay"] = {"latency": go_duration(delay), "correlation": "0"}
+        if p.jitter:
+            tc["delay"]["jitter"] = go_duration(p.jitter)
+        if p.reorder:  # gap 1, tc's own when none is given (the run's): any packet may go ahead at reorder's odds
+            tc["delay"]["reorder"] = {"reorder": _percent(p.reorder), "correlation": "0", "gap": 1}
+    elif p.jitter:
+        notes.append("jitter without a delay does nothing, as in the run (netem takes jitter with a delay)")
+    for key in ("duplicate", "corrupt"):
+        if getattr(p, key):
+            tc[key] = {key: _percent(getattr(p, key)), "correlation": "0"}
+    if not tc:
+        return Left(spec.name, spec.type, spec.at, "no delay, and no duplicate or corrupt above 0: nothing "
+                                                   "to inject (Chaos Mesh's netem needs one of them)", False)
+    action = next(iter(tc)) if len(tc) == 1 else "netem"  # netem: several of them in one qdisc, as the run's
+    said = [f"delay {go_duration(delay)}" + (f" ± {go_duration(p.jitter)}" if p.jitter else "") +
+            (f", reorder {_percent(p.reorder)} % (gap 1)" if p.reorder else "")] if delay is not None else []
+    said += [f"{k} {tc[k][k]} %" for k in ("duplicate", "corrupt") if k in tc]
+    return _host_link(m, spec, {"action": action, **tc}, f"netem {', '.join(said)} on what the host's pods send",
+                      "netem shapes only what the host's pods send (Chaos Mesh's netem is on a pod's egress), "
+                      "where the run puts it on both ends of the host's veth: the way in is not shaped, so a round "
+                      "trip meets it once here and twice in the run", tuple(notes))
+
+
 MAPPERS = {"kill_instance": kill_instance, "pause_instance": pause_instance, "latency": latency,
            "bandwidth": bandwidth, "timeout": timeout, "link_down": link_down, "reset_peer": reset_peer,
            "http_error": http_error, "drop_connection": drop_connection, "delay_request": delay_request,
-           "hang": hang, "first_token_delay": first_token_delay}
+           "hang": hang, "first_token_delay": first_token_delay, "packet_loss": packet_loss,
+           "partition": partition, "link_rate": link_rate, "netem": netem}
 
 
 def map_faults(exp, cfg: ExportConfig) -> tuple[list[Injection], list[Left]]:

@@ -11,6 +11,8 @@ EPILOG = """examples:
   chaos export experiments/network-jitter.yaml --to chaos-mesh --service gateway \\
         --selector app.kubernetes.io/name=vllm --instance gw=app.kubernetes.io/name=gateway
   chaos export experiments/all-primaries-down.yaml --to chaos-mesh --service llm --instance b0=app=llm-backup
+  chaos export experiments/packet-loss.yaml --to chaos-mesh --service llm --instance gw=app=gateway \
+        --instance r1=llm-1   # host node-b is r1's pod, its peer edge the gateway's pods
   chaos export experiments/kill-instance.yaml --to chaos-mesh --service vllm --schedule "0 3 * * 1"
         # a weekly game day: the faults as a Schedule, the load as CronJobs, Mondays 03:00
 
@@ -20,8 +22,9 @@ then lasts its duration; a Schedule of it with --schedule), README.md (how to ap
 became), and for what Chaos Mesh cannot inject (stream and content faults of the LLM proxy, the Toxiproxy toxics
 without a counterpart, abnormal inputs) NOT-EXPORTED.md with the reason and beside.yaml, the same faults as an
 experiment `chaos run` drives through `kubectl port-forward`. An instance the experiment names (r0, r1; b0, gw)
-is any one pod of --selector unless --instance pins it. No cluster runs here: every object is validated against
-schemas written from Chaos Mesh 2.8.3's CRDs and documentation before anything is written (docs/export.md).
+is any one pod of --selector unless --instance pins it; a host of the target's hosts: (a kernel fault's) is the
+pods of the instances on it. No cluster runs here: every object is validated against schemas written from Chaos
+Mesh 2.8.3's CRDs and documentation before anything is written (docs/export.md).
 Exit codes: 0 written, 2 an invalid experiment or flag (nothing written)."""
 
 
@@ -44,7 +47,7 @@ def register(sub, formatter) -> None:
                    help="a label of the replicas' pods (repeatable; default app=SERVICE)")
     g.add_argument("--instance", action="append", default=[], metavar="ID=POD|ID=KEY=VALUE",
                    help="where an instance the experiment names runs: a pod's name, or a label (repeatable); "
-                        "needed for a backup (b0) or the gateway (gw)")
+                        "needed for a backup (b0) or the gateway (gw); a kernel fault's host is its instances' pods")
     g.add_argument("--port", type=int, default=8000, help="the port the pods and the Service listen on "
                                                           "(HTTPChaos proxies it)")
     g.add_argument("--url", help="the base URL the load's pods send to (default http://SERVICE.NAMESPACE.svc:PORT/v1)")

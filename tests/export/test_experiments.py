@@ -34,7 +34,8 @@ def test_every_experiment_exports_and_every_object_written_is_valid(path, tmp_pa
             assert check(doc) == [], name
             kinds.append(doc["kind"])
     assert sorted(k for k in kinds if k not in ("Workflow",)) == ["ConfigMap", "Job", "Job", "Service"]
-    assert kinds.count("Workflow") == (1 if any(f.type in ("kill_instance", "pause_instance", "latency", "timeout")
+    assert kinds.count("Workflow") == (1 if any(f.type in ("kill_instance", "pause_instance", "latency", "timeout",
+                                                           "packet_loss", "partition", "link_rate", "netem")
                                                 for f in exp.faults) else 0)
     assert "README.md" in files and "no kubernetes cluster ran" in open(os.path.join(out, "README.md")).read().lower()
     if "beside.yaml" in files:
@@ -43,7 +44,7 @@ def test_every_experiment_exports_and_every_object_written_is_valid(path, tmp_pa
                                                       if hasattr(f.params, "link"))
     assert ("NOT-EXPORTED.md" in files) == bool([f for f in exp.faults if f.type in
                                                  ("server_hook", "abnormal_inputs", "stream_stall", "garble_text",
-                                                  "replace_text", "http_error")])
+                                                  "replace_text", "http_error", "tcp_reset")])
 
 
 def test_the_not_exported_list_says_why_and_how_to_run_beside(tmp_path):
