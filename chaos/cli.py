@@ -16,7 +16,7 @@ COMMANDS = {"init": "chaos.scaffold", "run": "chaos.run.cli", "validate": "chaos
             "schema": "chaos.run.cli", "recover": "chaos.run.cli", "targets": "chaos.run.cli",
             "load": "chaos.plan.loadcli", "reference": "chaos.reference.cli", "selftest": "chaos.selftest.cli",
             "proxy": "chaos.proxy.cli", "replay": "chaos.plan.replaycli", "report": "chaos.report.cli", "gate": "chaos.gate.cli",
-            "gameday": "chaos.gameday.cli",
+            "gameday": "chaos.gameday.cli", "export": "chaos.export.cli",
             "sweep": "chaos.plan.cli", "capacity": "chaos.plan.cli", "compare": "chaos.plan.cli"}
 
 
@@ -50,6 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                "  chaos proxy serve --port 8474                # a Toxiproxy-compatible fault proxy\n"
                "  chaos report reports/kill-instance-20261204T120000Z   # re-render a run's reports\n"
                "  chaos report --compare RUN_A RUN_B           # B against A, figure by figure, with the noise\n"
+               "  chaos export experiments/kill-instance.yaml --to chaos-mesh --service vllm   # for Kubernetes\n"
                "\nRun `chaos COMMAND --help` for the options of each command.")
     parser.add_argument("--version", action="version", version=f"llm-chaos {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

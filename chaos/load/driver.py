@@ -200,6 +200,25 @@ def _on(netns: str | None, cmd: list[str]) -> list[str]:
     return in_ns(netns, cmd)
 
 
+def locust_config(cfg: LoadConfig, model: str, tokenizer: str, timeouts: dict, records_path: str) -> dict:
+    """What every Locust process of a load reads (CHAOS_LOAD_CONFIG names it): `chaos load` writes it before it
+    starts Locust, `chaos export` puts it in a ConfigMap for a master and workers in a cluster. timeouts: in
+    seconds, none left "auto"."""
+    return {
+        "plan": cfg.plan.to_dict(),
+        "workload": {"specs": [[{"name": s.name, "input_tokens": list(s.input_tokens),
+                                 "output_tokens": list(s.output_tokens), "temperature": s.temperature,
+                                 "replay_file": s.replay_file, "extra": s.extra}, w] for s, w in cfg.workload],
+                     "seed": cfg.seed, "tokenizer": tokenizer, "ignore_eos": cfg.ignore_eos},
+        "model": model, "stream": cfg.stream, "base_path": cfg.base_path,
+        "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]], "host_ids": cfg.host_ids,
+        "records_path": records_path, "timeouts": timeouts,
+        "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
+        "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "keep_alive": cfg.keep_alive,
+        "workers": max(1, cfg.workers),
+    }
+
+
 def _api_base(url: str) -> str:
     u = urlparse(url)
     return f"{u.scheme}://{u.netloc}{u.path.rstrip('/') or '/v1'}"
@@ -271,19 +290,7 @@ class LoadRun(ReplayRun):
                               f"total {total:.2f}s")
         self.timeouts = {"connect": t.connect, "first_token": float(first), "total": float(total)}
         open(self.records_path, "w").close()
-        config = {
-            "plan": cfg.plan.to_dict(),
-            "workload": {"specs": [[{"name": s.name, "input_tokens": list(s.input_tokens),
-                                     "output_tokens": list(s.output_tokens), "temperature": s.temperature,
-                                     "replay_file": s.replay_file, "extra": s.extra}, w] for s, w in cfg.workload],
-                         "seed": cfg.seed, "tokenizer": self.tokenizer, "ignore_eos": cfg.ignore_eos},
-            "model": self.model, "stream": cfg.stream, "base_path": cfg.base_path,
-            "hosts": [_api_base(u) for u in [cfg.target, *cfg.also]], "host_ids": cfg.host_ids,
-            "records_path": os.path.abspath(self.records_path), "timeouts": self.timeouts,
-            "retry": {"max": cfg.retries, "backoff_s": cfg.backoff_s, "max_delay_s": 10.0},
-            "api_key_env": cfg.api_key_env, "think_time": cfg.think_time, "keep_alive": cfg.keep_alive,
-            "workers": max(1, cfg.workers),
-        }
+        config = locust_config(cfg, self.model, self.tokenizer, self.timeouts, os.path.abspath(self.records_path))
         config_path = os.path.join(cfg.out_dir, "load-config.json")
         with open(config_path, "w") as f:
             json.dump(config, f, indent=2)

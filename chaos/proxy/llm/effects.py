@@ -14,7 +14,7 @@ from .content import CONTENT_EFFECTS
 from .stream import STREAM_EFFECTS
 
 STATUSES = (400, 401, 403, 429, 500, 502, 503, 504)
-_DEFAULTS = {  # status -> (message, code, param): what a vendor sends in that case
+VENDOR_ERRORS = {  # status -> (message, code, param): what a vendor sends in that case
     400: ("This model's maximum context length was exceeded. Please reduce the length of the messages.",
           "context_length_exceeded", "messages"),
     401: ("Incorrect API key provided.", "invalid_api_key", None),
@@ -41,7 +41,7 @@ class Status(AnswerEffect):
     def configure(self, p: Params) -> None:
         self.status = p.choice("status", 429, STATUSES)
         self.retry_after = p.num("retry_after", None, 0, 86400)
-        msg, code, param = _DEFAULTS[self.status]
+        msg, code, param = VENDOR_ERRORS[self.status]
         self.code = p.str_("code", code)
         self.message = p.str_("message", msg)
         self.param = param
