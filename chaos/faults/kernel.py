@@ -183,7 +183,8 @@ class HostFault(Fault):
             return None
         share = f" ({e['taken'] / e['packets']:.1%})" if e["packets"] else ""
         tcp = "; ".join(f"{name} retransmitted {t['RetransSegs']:,} TCP segments ({t['TCPTimeouts']:,} timeouts), "
-                        f"sent {t['OutRsts']:,} resets" for name, t in (e.get("tcp") or {}).items())
+                        f"sent {t['OutRsts']:,} resets" for name, t in (e.get("tcp") or {}).items()
+                        if name == self.spec.params.host or t["RetransSegs"] or t["OutRsts"]) or "no host retransmitted"
         return f"on the wire: {self.took} {e['taken']:,} of {e['packets']:,} packets{share}; meanwhile {tcp}"
 
     took = "took"

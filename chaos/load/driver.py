@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 from ..rundir.files import REQUESTS
 from .clock import ENV as CLOCK_ENV, Clock
 from .clock import WORKER_ENV
+from . import fleet
 from .errors import LoadError
 from ..records import read_new_records, read_records
 from .replay.run import ReplayRun
@@ -63,7 +64,7 @@ class LoadConfig:
     keep_alive: bool = True  # False: a new connection per request (`Connection: close`)
     host_ids: list[str] = field(default_factory=list)  # the instance behind each base URL, when no gateway
     limits: object = None  # chaos.targets.limits.Limits a vendor target states: start() caps the load to them
-    # Locust processes on hosts (chaos.netns): "master" | "w0"... -> (namespace, address), and the bridge's
+    # Locust processes on hosts (chaos.netns): "master" | "w0"... -> (namespace, address, host), and the bridge's
     # address, where a master on this machine listens for workers on hosts. Empty: all on loopback.
     places: dict = field(default_factory=dict)
     bridge: str | None = None
@@ -304,7 +305,7 @@ class LoadRun(ReplayRun):
             self.progress(f"Locust web UI: http://127.0.0.1:{cfg.ui_port}")
         else:
             main += ["--headless"]
-        master_ns, master_at = cfg.places.get("master", (None, cfg.bridge if cfg.places else "127.0.0.1"))
+        master_ns, master_at, _ = cfg.places.get("master", (None, cfg.bridge if cfg.places else "127.0.0.1", None))
         if cfg.workers:
             port = _free_port()
             main += ["--master", "--master-bind-host", master_at, "--master-bind-port", str(port),
@@ -315,7 +316,7 @@ class LoadRun(ReplayRun):
         self.mono_start = time.monotonic()
         self.main = self._spawn(_on(master_ns, main), env, "locust-master.log" if cfg.workers else "locust.log")
         for i in range(cfg.workers):
-            ns, _ = cfg.places.get(f"w{i}", (None, None))
+            ns = cfg.places.get(f"w{i}", (None,))[0]
             self._spawn(_on(ns, base + ["--worker", "--master-host", master_at, "--master-port", str(port)]),
                         {**env, WORKER_ENV: f"w{i}"}, f"locust-worker{i}.log")
 
@@ -432,6 +433,17 @@ class LoadRun(ReplayRun):
         self.reap(15.0)
 
     # -- after --------------------------------------------------------------------------------
+    def fleet_facts(self, records) -> None:
+        """With workers: each one's clock offset from the master's, and any the master lost, into the notes."""
+        if not self.cfg.workers:
+            return
+        said = fleet.offsets_note(fleet.read_offsets(self.cfg.out_dir), self.cfg.workers)
+        hosts = {w: p[2] for w, p in self.cfg.places.items()}
+        end = min(self._clock.now(), self.t_start + self.cfg.plan.duration)  # an interrupted load ended sooner
+        for note in [said] + fleet.silent_workers(records, self.cfg.workers, self.t_start, end, hosts):
+            if note and note not in self.notes:
+                self.notes.append(note)
+
     def result(self) -> LoadResult:
         records = read_records(self.records_path)
         plan = self.cfg.plan
@@ -442,6 +454,7 @@ class LoadRun(ReplayRun):
         if replay is not None:
             replay["lag"] = overall.lag
         facts = self.input_facts(records) or {}
+        self.fleet_facts(records)
         rc = self.main.returncode if self.main is not None else None
         if rc not in (0, 1, None) and not self.interrupted and not self.ended_early:
             log = os.path.join(self.cfg.out_dir, "locust-master.log" if self.cfg.workers else "locust.log")

@@ -22,6 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from chaos.common import parse_retry_after
 from chaos.errors import Finding
+from chaos.load import fleet
 from chaos.load.clock import WORKER_ENV, Clock
 from chaos.load.judge import fill_timing, judge_plain, judge_stream
 from chaos.records.labels import merge_header
@@ -65,6 +66,10 @@ class Process:
         self.in_flight = 0
         self.budget = PLAN.max_requests
         self.replayer = None
+        # a worker: the master's clock minus ours (chaos.load.fleet), None until the exchanges at its start
+        self.offset: float | None = None
+        self.clock_samples: list[tuple[float, float, float, float]] = []
+        self.clock_since: float | None = None
 
     def start(self, runner):
         self.runner = runner
@@ -94,16 +99,37 @@ class Process:
         return found[1].name if found else PLAN.stages[-1].name
 
     def add(self, rec: RequestRecord):
-        self.buffer.append(rec.to_json())
+        self.buffer.append(rec)
 
-    def flush(self):
+    def flush(self, final: bool = False):
         if not self.buffer:
             return
-        lines, self.buffer = self.buffer, []
-        if isinstance(self.runner, WorkerRunner):
+        worker = isinstance(self.runner, WorkerRunner)
+        if worker and self.offset is None and not final and self.clock_since is not None \
+                and now() - self.clock_since < fleet.WAIT_S:
+            return  # held until the worker's clock is set onto the master's
+        recs, self.buffer = self.buffer, []
+        lines = [(fleet.shift(r, self.offset) if self.offset else r).to_json() for r in recs]
+        if worker:
             self.runner.send_message(RECORD_MSG, lines)
         else:
             write_lines(lines)
+
+    def ask_clock(self):
+        """A worker: EXCHANGES pings of the master's clock, one at a time; the reply handler ends each."""
+        self.clock_since = now()
+        for k in range(fleet.EXCHANGES):
+            self.runner.send_message(fleet.PING, {"k": k, "t1": now()})
+            deadline = now() + 0.5
+            while len(self.clock_samples) <= k and now() < deadline:
+                gevent.sleep(0.005)
+        if self.clock_samples:
+            found = fleet.estimate(self.clock_samples)
+            self.offset = found["offset"]
+            self.runner.send_message(fleet.RESULT, {"worker": self.worker_name, **found})
+
+    def on_pong(self, data):
+        self.clock_samples.append((data["t1"], data["t2"], data["t3"], now()))
 
 
 PROC = Process()
@@ -128,7 +154,16 @@ def _on_init(environment, **_):
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(RECORD_MSG, lambda environment, msg, **kw: write_lines(msg.data))
+        runner.register_message(fleet.PING, lambda environment, msg, **kw: runner.send_message(
+            fleet.PONG, {**msg.data, "t2": now(), "t3": now()}, client_id=msg.node_id))
+        runner.register_message(fleet.RESULT, lambda environment, msg, **kw: fleet.write_offset(
+            os.path.dirname(CFG["records_path"]), msg.data.pop("worker"), msg.data))
     elif runner is not None:
+        if isinstance(runner, WorkerRunner):
+            skew = float(os.environ.get(fleet.SKEW_ENV) or 0)
+            if skew:  # a test: this worker's clock off by skew, as another host's
+                CLOCK.wall0 += skew
+            runner.register_message(fleet.PONG, lambda environment, msg, **kw: PROC.on_pong(msg.data))
         gevent.spawn(_flusher)
 
 
@@ -136,16 +171,18 @@ def _on_init(environment, **_):
 def _on_test_start(environment, **_):
     if not isinstance(environment.runner, MasterRunner):
         PROC.start(environment.runner)
+        if isinstance(environment.runner, WorkerRunner):
+            gevent.spawn(PROC.ask_clock)
 
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_):
-    PROC.flush()
+    PROC.flush(final=True)
 
 
 @events.quitting.add_listener
 def _on_quitting(environment, **_):
-    PROC.flush()
+    PROC.flush(final=True)
     if _out["file"] is not None:
         _out["file"].close()
         _out["file"] = None

@@ -37,6 +37,7 @@ def finish(run, code: int | None) -> int:
     _label(run, records)
     if run.load is not None:
         run.load.input_facts(records)  # the scrub report, filtered lines, failed source lines: into the notes
+        run.load.fleet_facts(records)  # workers: their clocks' offsets, and any the master lost
         acc = run.load.replay
         if acc is not None and not acc.get("lag"):  # the send lag of the replayed requests, for the replay check
             acc["lag"] = summarize([r for r in records if r.source_line is not None], "replay", True).lag or None

@@ -238,16 +238,16 @@ class Target:
         except netns.HostsError as e:
             raise TargetError(f"the target's hosts: {e}") from None
 
-    def load_places(self) -> tuple[dict[str, tuple[str, str]], str | None]:
-        """The load's Locust processes the hosts place ({"master" | "w0"...: (namespace, address)}) and the
+    def load_places(self) -> tuple[dict[str, tuple[str, str, str]], str | None]:
+        """The load's Locust processes the hosts place ({"master" | "w0"...: (namespace, address, host)}) and the
         bridge's address (where a master left on this machine listens for workers on hosts); ({}, None)
         without hosts."""
         if self.hosts is None:
             return {}, None
         from ..netns import LOAD_PROCESS
 
-        return ({i: (self.hosts.host(h).netns, self.hosts.host(h).address) for i, h in self.hosts.placement.items()
-                 if LOAD_PROCESS.match(i)}, self.hosts.gateway_address)
+        return ({i: (self.hosts.host(h).netns, self.hosts.host(h).address, h)
+                 for i, h in self.hosts.placement.items() if LOAD_PROCESS.match(i)}, self.hosts.gateway_address)
 
     def remove_hosts(self) -> list[str]:
         """Every namespace, veth and bridge of the hosts (their processes are stopped first by down)."""

@@ -4,6 +4,7 @@ behind (no namespace, veth, bridge, nftables table or qdisc) after a run, a Ctrl
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +122,42 @@ def test_hosts_refuse_a_proxy_between_hosts_naming_the_line(tmp_path):
                        timeout=60, cwd=ROOT)
     assert r.returncode == 2 and f"{exp}:6:" in r.stdout + r.stderr, r.stdout + r.stderr
     assert "packet_loss" in r.stdout + r.stderr
+
+
+FLEET = f"""name: fleet
+target: {ROOT}/targets/hosts-fleet.yaml
+load: {{workload: chat, users: 6, duration: 20s, input_tokens: 30-60, output_tokens: 8-16, workers: 2,
+        timeouts: {{connect: 2s, first_token: 10s, total: 20s}}}}
+faults:
+  - {{type: partition, name: cut-w1, at: 8s, host: load-c}}
+"""
+
+
+def test_a_fleet_on_hosts_puts_every_record_on_the_masters_clock_and_names_the_worker_it_lost(tmp_path):
+    """The master and two workers on hosts of their own, each worker's clock set 2.5 s off (as another machine's
+    may be): the exchanges at start find it, every record lands on the master's timeline; then w1's host is cut
+    off: the load goes on with w0, and the run says which worker's requests are missing from when."""
+    exp = tmp_path / "fleet.yaml"
+    exp.write_text(FLEET)
+    run_dir = tmp_path / "run"
+    r = chaos_run(exp, run_dir, "--var", "PRESET=tiny", env={**os.environ, "CHAOS_CLOCK_SKEW_S": "2.5"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    offsets = json.loads((run_dir / "clock-offsets.json").read_text())
+    assert set(offsets) == {"w0", "w1"}
+    for w, o in offsets.items():
+        assert abs(o["offset"] + 2.5) <= o["bound"] + 0.005 and o["exchanges"] == 5, (w, o)
+    events = [json.loads(x) for x in open(run_dir / "journal.jsonl")]
+    t0 = next(e["t"] for e in events if e["event"] == "load_started")
+    records = [json.loads(x) for x in open(run_dir / "requests.jsonl")]
+    by = {w: [x for x in records if x["worker"] == w] for w in ("w0", "w1")}
+    assert len(by["w0"]) > 100 and len(by["w1"]) > 10
+    starts = [x["t_start"] for x in records]
+    assert t0 - 1.0 <= min(starts) and max(starts) <= t0 + 25, (t0, min(starts), max(starts))  # not 2.5 s off
+    assert max(x["t_end"] or x["t_start"] for x in by["w1"]) < t0 + 9.5  # w1's stop when its host is cut off
+    notes = report(run_dir)["notes"]
+    assert any(re.match(r"worker clocks set onto the master's: w0 -2[45][0-9]{2}\.[0-9]{2} ms \(± ", n)
+               for n in notes), notes
+    assert any(n.startswith("Locust worker w1 (host load-c) sent no record after") for n in notes), notes
+    started = next(e for e in events if e["event"] == "load_started")
+    assert len(started["processes"]) == 3  # the master and its two workers, each journaled
+    assert kernel_leftovers(layout_of(run_dir)) == []
