@@ -2,6 +2,7 @@
 tests that make namespaces skip with the reason where this process cannot)."""
 
 import ipaddress
+import os
 import subprocess
 import sys
 
@@ -85,7 +86,8 @@ def test_hosts_have_their_own_stack_and_reach_each_other_over_the_bridge(layout)
 
 @needs_root
 def test_remove_takes_exactly_the_runs_own_and_may_be_asked_twice():
-    one, two = N.Layout.plan(["a"], "test-netns-one"), N.Layout.plan(["a", "b"], "test-netns-two")
+    pid = os.getpid()
+    one, two = N.Layout.plan(["a"], f"test-netns-one-{pid}"), N.Layout.plan(["a", "b"], f"test-netns-two-{pid}")
     N.create(one)
     N.create(two)
     try:
@@ -102,7 +104,7 @@ def test_remove_takes_exactly_the_runs_own_and_may_be_asked_twice():
 
 @needs_root
 def test_a_failure_part_way_removes_what_was_made(monkeypatch):
-    lay = N.Layout.plan(["a", "b"], "test-netns-partial")
+    lay = N.Layout.plan(["a", "b"], f"test-netns-partial-{os.getpid()}")
     real = N.sh
 
     def refuse_second_veth(cmd, *a, **k):

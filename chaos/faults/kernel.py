@@ -37,6 +37,12 @@ TCP_KEPT = ("InSegs", "OutSegs", "RetransSegs", "TCPTimeouts", "TCPLostRetransmi
             "EstabResets", "AttemptFails")
 
 
+def at_random(rate: float) -> str:
+    """The nftables match of a packet taken at rate (in steps of 0.01 %); none where it takes every one."""
+    n = round(rate * 10_000)
+    return "" if n >= 10_000 else f"numgen random mod 10000 < {n} "
+
+
 def tcp_now(netns: str) -> dict[str, int]:
     got = N.tcp_counters(netns)
     return {k: got.get(k, 0) for k in TCP_KEPT}
@@ -99,6 +105,9 @@ class HostFault(Fault):
 
     def victim_ids(self) -> str:
         return f"host {self.spec.params.host}"
+
+    def lasting(self) -> str:
+        return "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
 
     # -- nftables: one table, an input and an output chain on the host's link ------------------------------------
     def verdict(self) -> str:
@@ -211,14 +220,12 @@ class PacketLoss(HostFault):
     took = "dropped"
 
     def verdict(self) -> str:
-        n = round(self.spec.params.rate * 10_000)
-        return "counter drop" if n >= 10_000 else f"numgen random mod 10000 < {n} counter drop"
+        return f"{at_random(self.spec.params.rate)}counter drop"
 
     def describe(self) -> str:
         peer = f" to and from {self.spec.params.peer}" if self.spec.params.peer else ""
-        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
         return f"{self.spec.params.rate:.2%} packet loss on host {self.spec.params.host}'s link{peer} at " \
-               f"{self.spec.at:g}s{dur}"
+               f"{self.spec.at:g}s{self.lasting()}"
 
 
 class Partition(HostFault):
@@ -232,8 +239,7 @@ class Partition(HostFault):
 
     def describe(self) -> str:
         peer = self.spec.params.peer or "everything"
-        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
-        return f"partition between host {self.spec.params.host} and {peer} at {self.spec.at:g}s{dur}"
+        return f"partition between host {self.spec.params.host} and {peer} at {self.spec.at:g}s{self.lasting()}"
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -249,15 +255,13 @@ class TcpReset(HostFault):
     took = "reset"
 
     def verdict(self) -> str:
-        n = round(self.spec.params.rate * 10_000)
-        at = "" if n >= 10_000 else f"numgen random mod 10000 < {n} "
         # never a reset itself: the resets this rule sends leave through the output hook too
-        return f"meta l4proto tcp tcp flags & rst == 0 {at}counter reject with tcp reset"
+        return f"meta l4proto tcp tcp flags & rst == 0 {at_random(self.spec.params.rate)}counter reject with tcp reset"
 
     def describe(self) -> str:
         peer = f" from {self.spec.params.peer}" if self.spec.params.peer else ""
         return f"TCP resets ({self.spec.params.rate:.0%} of packets) on host {self.spec.params.host}'s link{peer} " \
-               f"at {self.spec.at:g}s"
+               f"at {self.spec.at:g}s{self.lasting()}"
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -319,9 +323,8 @@ class LinkRate(HostFault):
         return "on the wire while shaped: " + ", ".join(f"{dev} sent {b / 1000:,.0f} KB" for dev, b in sent.items())
 
     def describe(self) -> str:
-        dur = "" if self.revert_at is None else f" for {self.revert_at - self.spec.at:g}s"
         return f"host {self.spec.params.host}'s link shaped to {self.spec.params.rate:,} KB/s each way at " \
-               f"{self.spec.at:g}s{dur}"
+               f"{self.spec.at:g}s{self.lasting()}"
 
     @staticmethod
     def undo_from_journal(plan: dict) -> str:
@@ -389,7 +392,7 @@ class Netem(LinkRate):
         p = self.spec.params
         what = ", ".join(f"{k} {getattr(p, k):g}" for k in ("delay", "jitter", "reorder", "duplicate", "corrupt")
                          if getattr(p, k) is not None)
-        return f"netem ({what}) on host {p.host}'s link at {self.spec.at:g}s"
+        return f"netem ({what}) on host {p.host}'s link at {self.spec.at:g}s{self.lasting()}"
 
 
 KERNEL_FAULTS: list[type[Fault]] = [PacketLoss, Partition, TcpReset, LinkRate, Netem]

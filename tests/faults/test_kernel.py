@@ -3,6 +3,7 @@ what crossed the wire: the rules' own counters, the hosts' TCP counters, the byt
 reverted, and undone from the journal alone. The hosts are made here; the target is only the layout they are in
 (the faults read target.hosts and target.all_instances())."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -39,7 +40,7 @@ while True:
 
 @pytest.fixture(scope="module")
 def hosts():
-    lay = N.Layout.plan(["a", "b"], "test-kernel-faults")
+    lay = N.Layout.plan(["a", "b"], f"test-kernel-faults-{os.getpid()}")
     N.create(lay)
     sink = subprocess.Popen(N.in_ns(lay.hosts[1].netns, [sys.executable, "-c", SINK]))
     for _ in range(100):

@@ -43,6 +43,15 @@ def layout_of(run_dir) -> dict:
     raise AssertionError("no hosts_creating in the journal")
 
 
+@pytest.fixture
+def recovered():
+    """Run dirs a test killed: recovered at its end whatever it asserted, so a failed test leaves no host behind."""
+    dirs = []
+    yield dirs
+    for d in dirs:
+        subprocess.run([sys.executable, "-m", "chaos", "recover", str(d)], capture_output=True, timeout=120)
+
+
 def kernel_leftovers(layout: dict) -> list[str]:
     out = N.leftovers(layout["tag"])
     out += [f"namespace {h['netns']} holds nftables {t}" for h in layout["hosts"] if h["netns"] in N.namespaces()
@@ -79,11 +88,12 @@ def test_a_run_on_hosts_passes_with_the_loss_seen_on_the_wire(loss_run):
     assert any(json.loads(x)["event"] == "hosts_removed" for x in open(os.path.join(run_dir, "journal.jsonl")))
 
 
-def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path):
+def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path, recovered):
     exp = tmp_path / "every.yaml"
     exp.write_text(EVERY_FAULT)
     run_dir = tmp_path / "run"
     proc = start_run(str(exp), run_dir, "--var", "PRESET=tiny")
+    recovered.append(run_dir)
     assert wait_journal(run_dir, "fault_applied", 4, timeout=120), proc.stdout.read() if proc.poll() else "timeout"
     layout = layout_of(run_dir)
     assert kernel_leftovers(layout)  # applied: there is something to undo
@@ -93,11 +103,12 @@ def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path):
     assert kernel_leftovers(layout) == []
 
 
-def test_sigkill_with_every_kernel_fault_on_then_recover_leaves_nothing(tmp_path):
+def test_sigkill_with_every_kernel_fault_on_then_recover_leaves_nothing(tmp_path, recovered):
     exp = tmp_path / "every.yaml"
     exp.write_text(EVERY_FAULT)
     run_dir = tmp_path / "run"
     proc = start_run(str(exp), run_dir, "--var", "PRESET=tiny")
+    recovered.append(run_dir)
     assert wait_journal(run_dir, "fault_applied", 4, timeout=120), proc.stdout.read() if proc.poll() else "timeout"
     time.sleep(0.2)
     proc.kill()
@@ -153,7 +164,8 @@ def test_a_fleet_on_hosts_puts_every_record_on_the_masters_clock_and_names_the_w
     assert len(by["w0"]) > 100 and len(by["w1"]) > 10
     starts = [x["t_start"] for x in records]
     assert t0 - 1.0 <= min(starts) and max(starts) <= t0 + 25, (t0, min(starts), max(starts))  # not 2.5 s off
-    assert max(x["t_end"] or x["t_start"] for x in by["w1"]) < t0 + 9.5  # w1's stop when its host is cut off
+    cut = next(e["t"] for e in events if e["event"] == "fault_applied")
+    assert max(x["t_end"] or x["t_start"] for x in by["w1"]) < cut + 1.0  # w1's stop when its host is cut off
     notes = report(run_dir)["notes"]
     assert any(re.match(r"worker clocks set onto the master's: w0 -2[45][0-9]{2}\.[0-9]{2} ms \(± ", n)
                for n in notes), notes
