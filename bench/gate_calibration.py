@@ -1,6 +1,6 @@
 """Calibration of the pre-upgrade gate (`chaos gate`, docs/gate.md) on this machine, with real gates, quiet and
 beside a neighbour that comes and goes: false alarms of no-change (A/A) gates, and each real build caught by the
-figure made for it, with the pairs each decision took (BENCHMARKS.md §15 and §22).
+figure made for it, with the pairs each decision took (BENCHMARKS.md §15 and §23).
 
 What it runs
 ------------

@@ -64,7 +64,7 @@ def target_checks(doc: Located, base: Path) -> list[str]:
                                                                        f"context of {ctx} tokens"))
         except (ImportError, KeyError):
             pass
-    if kind == "reference" and d.get("hosts"):
+    if kind in ("reference", "process", "stack") and d.get("hosts"):
         problems += _hosts_problems(doc, base, d)
     if kind == "stack":
         from ..targets.stack import check_stack
@@ -187,13 +187,25 @@ def run_would_build(doc: Located, target) -> list[str]:
 
 
 def _hosts_problems(doc: Located, base: Path, d: dict) -> list[str]:
-    """A reference target's hosts: every instance on one host, and no proxy on a hop between hosts."""
+    """A target's hosts: every instance on one host, a command that listens on {host}, and no proxy on a hop
+    between hosts."""
     from ..netns import placement_problems
 
     g = d.get("gateway")
-    ids = [f"r{i}" for i in range(d.get("replicas", 1))] + \
-        ([f"b{i}" for i in range(((g or {}).get("backup") or {}).get("replicas", 0))] + ["gw"] if g is not None else [])
+    n = d.get("replicas", 1)
+    if d["kind"] == "process":
+        ids = [f"p{i}" for i in range(n)]
+    elif d["kind"] == "stack":
+        ids = [f"r{i}" for i in range(n)] + (["gw"] if g is not None else [])
+    else:
+        backups = ((g or {}).get("backup") or {}).get("replicas", 0)
+        ids = [f"r{i}" for i in range(n)] + ([f"b{i}" for i in range(backups)] + ["gw"] if g is not None else [])
     out = [doc.problem(base + ("hosts", *path), message) for path, message in placement_problems(d["hosts"], ids)]
+    cmd = d.get("command")
+    if d["kind"] == "process" and "{host}" not in (cmd if isinstance(cmd, str) else " ".join(map(str, cmd or []))):
+        out.append(doc.problem(base + ("command",), "with hosts:, the command must listen on {host} (its host's "
+                                                    "address; 127.0.0.1 there is the host's own loopback, which "
+                                                    "no other host reaches)"))
     for i, link in enumerate(d.get("links") or []):
         if link != "client":
             out.append(doc.problem(base + ("links", i), f"link {link} sits between hosts, where a proxy on this "

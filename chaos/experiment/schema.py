@@ -35,10 +35,10 @@ STARTUP = duration(positive=True, maximum=3600)
 HOSTS = {"type": "object", "minProperties": 1, "maxProperties": 60,
          "propertyNames": {"pattern": "^[a-z][a-z0-9-]{0,23}$"},
          "additionalProperties": {"type": "array", "minItems": 1, "maxItems": 64, "uniqueItems": True,
-                                  "items": {"type": "string", "pattern": "^(r[0-9]+|b[0-9]+|gw|master|w[0-9]+)$"}},
+                                  "items": {"type": "string", "pattern": "^(r[0-9]+|b[0-9]+|p[0-9]+|gw|master|w[0-9]+)$"}},
          "description": "lay the target's processes out on hosts, each a network namespace the run makes (root "
-                        "only; docs/hosts.md): host name -> the instance ids on it (r0, b0, gw; every instance on "
-                        "one) and the load's Locust processes (master, w0, w1...: load.workers). Kernel network faults (packet_loss, partition, tcp_reset, link_rate) act on a host's "
+                        "only; docs/hosts.md): host name -> the instance ids on it (r0, b0, p0, gw; every "
+                        "instance on one; a command listens on {host}) and the load's Locust processes (master, w0, w1...: load.workers). Kernel network faults (packet_loss, partition, tcp_reset, link_rate) act on a host's "
                         "link"}
 TOXIPROXY = {"description": "the Toxiproxy server network faults go through (default: the bundled one, started "
                             "by the run)",
@@ -140,8 +140,8 @@ TARGET_KINDS = {
     "process": _obj({"kind": {"const": "process"}, **COMMON_TARGET, "command": COMMAND,
               "replicas": integer(1, 16),
               "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"}, "metrics_path": METRICS_PATH,
-              "env": ENV, "startup_timeout": STARTUP},
-             ["kind", "command"], "any command that serves an OpenAI-compatible API on {port}"),
+              "env": ENV, "startup_timeout": STARTUP, "hosts": HOSTS},
+             ["kind", "command"], "any command that serves an OpenAI-compatible API on {port} ({host} with hosts:)"),
     "docker": _obj({"kind": {"const": "docker"}, **COMMON_TARGET, "image": {"type": "string"},
               "command": COMMAND, "replicas": integer(1, 16),
               "model": {"type": "string"}, "health_path": {"type": "string", "pattern": "^/"}, "metrics_path": METRICS_PATH,
@@ -152,7 +152,7 @@ TARGET_KINDS = {
              ["kind", "image"], "containers run with --network host through the docker SDK"),
     "stack": _obj({"kind": {"const": "stack"}, **COMMON_TARGET, "replicas": integer(1, 16),
               "model": {"type": "string", "description": "the model name clients ask the stack for"},
-              "api_key_env": KEY_ENV, "startup_timeout": STARTUP,
+              "api_key_env": KEY_ENV, "startup_timeout": STARTUP, "hosts": HOSTS,
               "replica": _stack_part(False), "gateway": _stack_part(True)},
              ["kind", "model", "replica"], "a user's stack: replicas of any command, optionally a gateway of any "
                                            "command in front (its config rendered from the replicas' addresses)"),

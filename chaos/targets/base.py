@@ -225,6 +225,15 @@ class Target:
     def start_instance(self, inst: Instance) -> None:
         raise NotImplementedError
 
+    def plan_hosts(self) -> None:
+        """The layout of the file's hosts: (chaos.netns), planned now (addresses are needed before any command
+        is written), made at the first launch on one."""
+        hosts = (self.spec.settings or {}).get("hosts")
+        if hosts:
+            from ..netns import Layout, placement
+
+            self.hosts = Layout.plan(list(hosts), os.path.abspath(self.out_dir), placement(hosts))
+
     def make_hosts(self) -> None:
         """The hosts, made once (journaled by on_hosts before anything exists)."""
         if self.hosts is None or self.hosts_made:

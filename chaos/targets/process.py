@@ -15,7 +15,7 @@ class CommandSettings:
     """A process or docker target's own settings (its section of the file, validated): what each instance runs
     and where it answers."""
 
-    command: tuple[str, ...] | None = None  # its words; {port} and {replica} are filled in per instance
+    command: tuple[str, ...] | None = None  # its words; {port}, {host} and {replica} are filled in per instance
     model: str | None = None
     health_path: str = "/health"
     metrics_path: str = "/metrics"
@@ -32,7 +32,8 @@ class CommandSettings:
         """The command for one instance, or None when there is none (a docker image's own)."""
         if self.command is None:
             return None
-        return [w.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index)) for w in self.command]
+        return [w.replace("{port}", str(inst.port)).replace("{replica}", str(inst.index))
+                .replace("{host}", inst.bind_address) for w in self.command]
 
 
 class CommandTarget(Target):
@@ -46,10 +47,11 @@ class CommandTarget(Target):
         super().__init__(spec, out_dir)
         self.conf = self.Settings.from_dict(spec.settings)
         self.model, self.health_path = self.conf.model, self.conf.health_path
+        self.plan_hosts()
         for i in range(spec.replicas):
             iid = f"{self.prefix}{i}"
-            self.instances.append(Instance.on_loopback(i, iid, os.path.join(out_dir, f"{self.log_name}-{iid}.log"),
-                                                       metrics_path=self.conf.metrics_path))
+            self.instances.append(Instance.placed(i, iid, os.path.join(out_dir, f"{self.log_name}-{iid}.log"),
+                                                  self.hosts, metrics_path=self.conf.metrics_path))
 
 
 class ProcessTarget(CommandTarget):

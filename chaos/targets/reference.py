@@ -79,11 +79,7 @@ class ReferenceTarget(Target):
         self.conf = ReferenceSettings.from_dict(spec.settings)
         self.model = self.conf.model_name
         self.allow_remote = spec.allow_remote
-        if spec.settings.get("hosts"):
-            from ..netns import Layout, placement
-
-            self.hosts = Layout.plan(list(spec.settings["hosts"]), os.path.abspath(out_dir),
-                                     placement(spec.settings["hosts"]))
+        self.plan_hosts()
         for i in range(spec.replicas):
             self.instances.append(Instance.placed(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log"), self.hosts))
         self.backups: list[Instance] = []

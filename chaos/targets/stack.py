@@ -72,7 +72,7 @@ def replica_context(inst: Instance, url: str, api_base: str) -> dict:
             "api_base": url.rstrip("/") + api_base}
 
 
-def render(template_file: str, replicas: list[dict], model: str, port: int) -> str:
+def render(template_file: str, replicas: list[dict], model: str, port: int, host: str = "127.0.0.1") -> str:
     """The gateway's config from its template; raises TargetError naming the template and the line."""
     import jinja2
 
@@ -83,13 +83,13 @@ def render(template_file: str, replicas: list[dict], model: str, port: int) -> s
         raise TargetError(f"cannot read the gateway's config template {template_file}: {e.strerror}") from None
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     try:
-        return env.from_string(text).render(replicas=replicas, model=model, port=port)
+        return env.from_string(text).render(replicas=replicas, model=model, port=port, host=host)
     except jinja2.TemplateSyntaxError as e:
         raise TargetError(f"{template_file}:{e.lineno}: the gateway's config template does not parse: "
                           f"{e.message}") from None
     except jinja2.UndefinedError as e:
         raise TargetError(f"{template_file}: {e.message}; a template has replicas (each with id, index, host, "
-                          f"port, url, api_base), model and port") from None
+                          f"port, url, api_base), model, port and host (where the gateway listens)") from None
 
 
 def check_rendered(template_file: str, text: str, replicas: list[dict]) -> None:
@@ -178,6 +178,10 @@ def check_stack(d: dict, target_file: str) -> list[tuple[tuple, str]]:
             except TargetError as e:
                 problems.append(((role, "config"), str(e)))
                 port_said = True  # said once is enough
+        if d.get("hosts") and role == "replica" and not any("{host}" in p for p in part.command):
+            problems.append(((role, "command"), "with hosts:, the command must listen on {host} (its host's "
+                                                "address; 127.0.0.1 there is the host's own loopback, which no "
+                                                "other host reaches)"))
         if not port_said:
             problems.append(((role, "command"), "the command must contain {port}, where it should listen (the run "
                                                 "picks a free loopback port)" + (", or its config template "
@@ -195,16 +199,17 @@ class StackTarget(Target):
         self.api_key_env = s.get("api_key_env")
         self.replica_part = Part.from_dict(s["replica"])
         self.gateway_part = Part.from_dict(s["gateway"]) if "gateway" in s else None
+        self.plan_hosts()
         for i in range(spec.replicas):
-            self.instances.append(Instance.on_loopback(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log"),
-                                                       metrics_path=self.replica_part.metrics_path,
-                                                       metrics_key_env=self.replica_part.metrics_key_env))
+            self.instances.append(Instance.placed(i, f"r{i}", os.path.join(out_dir, f"replica-r{i}.log"), self.hosts,
+                                                  metrics_path=self.replica_part.metrics_path,
+                                                  metrics_key_env=self.replica_part.metrics_key_env))
         self.gateway: Instance | None = None
         self.config_path: str | None = None
         if self.gateway_part is not None:
-            self.gateway = Instance.on_loopback(0, "gw", os.path.join(out_dir, "gateway.log"),
-                                                metrics_path=self.gateway_part.metrics_path,
-                                                metrics_key_env=self.gateway_part.metrics_key_env, front=True)
+            self.gateway = Instance.placed(0, "gw", os.path.join(out_dir, "gateway.log"), self.hosts,
+                                           metrics_path=self.gateway_part.metrics_path,
+                                           metrics_key_env=self.gateway_part.metrics_key_env, front=True)
             if self.gateway_part.config is not None:
                 tpl = template_path(spec.source, self.gateway_part.config)
                 self.config_path = os.path.join(out_dir, CONFIG_NAME + config_suffix(tpl))
@@ -239,7 +244,7 @@ class StackTarget(Target):
         return self.gateway_part.routing_delay if self.gateway_part else 0.0
 
     def command(self, inst: Instance) -> list[str]:
-        fill = {"{port}": str(inst.port), "{replica}": str(inst.index), "{id}": inst.id,
+        fill = {"{port}": str(inst.port), "{host}": inst.bind_address, "{replica}": str(inst.index), "{id}": inst.id,
                 "{config}": self.config_path or "", "{run_dir}": self.out_dir, "{python}": sys.executable}
         out = []
         for p in self.part_of(inst).command:
@@ -253,7 +258,7 @@ class StackTarget(Target):
         g = self.gateway_part
         tpl = template_path(self.spec.source, g.config)
         reps = [replica_context(i, self.front(i), self.replica_part.api_base) for i in self.instances]
-        text = render(tpl, reps, self.model, self.gateway.port)
+        text = render(tpl, reps, self.model, self.gateway.port, self.gateway.bind_address)
         check_rendered(tpl, text, reps)
         for name in (n for p in self.parts() for n in p.secrets):
             value = os.environ.get(name)
