@@ -143,13 +143,15 @@ def cmd_soak(a) -> int:
 
 @handled
 def cmd_interrupts(a) -> int:
-    from .families import FAMILIES, docker_missing, engines_missing
+    from .families import FAMILIES, docker_missing, engines_missing, hosts_missing
     from .interrupts import LONG_TRIALS, Interrupter, plan
 
     names = list(dict.fromkeys(a.family or FAMILIES))
     skipped = {}
     if "docker" in names and (why := docker_missing()):
         skipped["docker"] = why
+    if "hosts" in names and (why := hosts_missing()):
+        skipped["hosts"] = why
     if "stack" in names and (why := engines_missing()):
         skipped["stack"] = why
     elif "stack" in names and not os.environ.get("LITELLM_MASTER_KEY"):

@@ -3,8 +3,9 @@ each, whose faults are all under way a second or two after its load starts.
 
 Placeholders filled per trial: @LOG@ (a generated request log), @TOXIPROXY@ (a Toxiproxy API the trial started,
 standing for a user's own), @DOCKER@ (the docker target's settings), @STACK@ (a stack of real engines: LiteLLM in
-front of two llama.cpp servers, built by scripts/engines.sh). Every run is small: two tiny replicas,
-a few users, 8 s of load, so a trial costs ~10 s and the signal can land anywhere in it.
+front of two llama.cpp servers, built by scripts/engines.sh). The hosts family needs root (network namespaces).
+Every run is small: two tiny replicas, a few users, 8 s of load, so a trial costs ~10 s and the signal can land
+anywhere in it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Family:
     command: str       # run | gameday | replay
     text: str          # the experiment (run, gameday), or the target file (replay)
     horizon_s: float   # the signal comes uniformly within this many seconds of the command's start
-    needs: str = ""    # docker | toxiproxy | engines: what the trial must provide
+    needs: str = ""    # docker | toxiproxy | engines | root: what the trial must provide
 
     def __post_init__(self):
         if self.command not in ("run", "gameday", "replay"):
@@ -83,6 +84,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                "{type: kill_instance, at: 1s, instance: r0, signal: SIGKILL, restart_after: 1.5s}",
                "{type: stream_stall, at: 1s, link: r1, after_tokens: 2, stall_for: 30s, duration: 4s}",
            ], target="@STACK@"), 24, needs="engines"),
+    Family("hosts", "kernel faults on hosts (network namespaces): packet loss, a rate cap, TCP resets, a partition",
+           "run", _experiment("hosts", [
+               "{type: packet_loss, at: 1s, host: node-a, rate: 5%, duration: 4s}",
+               "{type: link_rate, at: 1.2s, host: node-b, rate: 200, duration: 4s}",
+               "{type: tcp_reset, at: 1.4s, host: node-b, peer: edge, rate: 1%, duration: 4s}",
+               "{type: partition, at: 1.6s, host: node-a, peer: node-b, duration: 3s}",
+           ], target="{kind: reference, replicas: 2, preset: tiny, startup_timeout: 60s, gateway: {retries: 1}, "
+                     "hosts: {edge: [gw], node-a: [r0], node-b: [r1]}}"), 12, needs="root"),
     Family("gameday", "`chaos gameday` of two experiments with instance faults", "gameday", INSTANCES, 24),
     Family("replay-cmd", "`chaos replay` of a timed log against a target file it starts", "replay",
            "kind: reference\nreplicas: 1\npreset: tiny\nstartup_timeout: 60s\n", 9),
@@ -134,6 +143,13 @@ def engines_dir() -> str:
 def stack_target() -> str:
     """The shipped LiteLLM-in-front-of-two-llama.cpp-servers target, by its path (its template is beside it)."""
     return json.dumps(os.path.join(_root(), "targets", "stacks", "litellm-llama-cpp.yaml"))
+
+
+def hosts_missing() -> str | None:
+    """Why the hosts family cannot run here (no root, no iproute2 or nftables), or None."""
+    from ..netns import why_not
+
+    return why_not()
 
 
 def engines_missing() -> str | None:

@@ -253,6 +253,7 @@ class Interrupter:
             if [f for f in applied if f not in reverted]:
                 problems.append(f"faults never reverted: {[f for f in applied if f not in reverted]}")
         problems += _containers_left(events)
+        problems += _hosts_left(events)
         problems += _report_problems(run_dir, t)
         return problems
 
@@ -289,6 +290,16 @@ def _stopped(pid: int, ctime) -> bool:
         return same_process(pid, ctime) and psutil.Process(pid).status() == psutil.STATUS_STOPPED
     except psutil.Error:
         return False
+
+
+def _hosts_left(events: list[dict]) -> list[str]:
+    """Namespaces, veths, bridges (and with them the nftables tables and qdiscs in them) of the run's hosts."""
+    tags = {(e.get("layout") or {}).get("tag") for e in events if e["event"] == Event.HOSTS_CREATING}
+    if not tags - {None}:
+        return []
+    from ..netns import leftovers
+
+    return [f"{what} left" for tag in sorted(tags - {None}) for what in leftovers(tag)]
 
 
 def _containers_left(events: list[dict]) -> list[str]:
