@@ -293,7 +293,7 @@ def cmd_targets(a) -> int:
             target.down(grace=1)  # what started of it, before the error is said
             raise
         write_json(state, target.describe())
-        for i in target.instances:
+        for i in target.all_instances():  # the gateway too: where a client goes
             print(f"{i.id}: {i.url} (pid {i.pid})")
         return 0
     if not os.path.exists(state):
@@ -307,5 +307,10 @@ def cmd_targets(a) -> int:
         else:
             stop_group(inst.get("pid"), inst.get("create_time"), grace=5)
         print(f"stopped {inst['id']}")
+    if info.get("hosts"):  # the namespaces, veths and bridge it was laid out on, once nothing runs in them
+        from ..netns import remove
+
+        for what in remove(info["hosts"]):
+            print(f"removed {what}")
     os.remove(state)
     return 0

@@ -342,7 +342,8 @@ class Target:
 
     def describe(self) -> dict:
         return {"kind": self.kind, "name": self.spec.name, "model": self.model,
-                "instances": [i.journal() for i in self.all_instances()]}
+                "instances": [i.journal() for i in self.all_instances()]} | \
+            ({"hosts": self.hosts.to_dict()} if self.hosts is not None else {})
 
 
 def spawn(cmd: list[str], log_path: str, env: dict | None = None,

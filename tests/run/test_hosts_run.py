@@ -173,3 +173,23 @@ def test_a_fleet_on_hosts_puts_every_record_on_the_masters_clock_and_names_the_w
     started = next(e for e in events if e["event"] == "load_started")
     assert len(started["processes"]) == 3  # the master and its two workers, each journaled
     assert kernel_leftovers(layout_of(run_dir)) == []
+
+
+def test_targets_up_and_down_on_hosts_leaves_nothing(tmp_path):
+    """`chaos targets up` keeps a target on hosts running after it exits; `chaos targets down` stops it and
+    removes its namespaces, veths and bridge (its state file holds the layout)."""
+    def chaos(*args):
+        return subprocess.run([sys.executable, "-m", "chaos", "targets", *args, f"{ROOT}/targets/hosts.yaml", "--var",
+                               "PRESET=tiny"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": ROOT})
+    up = chaos("up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((tmp_path / ".chaos" / "targets" / "reference-on-hosts.json").read_text())
+    tag = state["hosts"]["tag"]
+    try:
+        assert len(N.leftovers(tag)) == 7  # three namespaces, three veths, the bridge
+        assert "gw: http://10.213." in up.stdout
+    finally:
+        down = chaos("down")
+    assert down.returncode == 0 and f"removed bridge lc-{tag}-br" in down.stdout, down.stdout + down.stderr
+    assert N.leftovers(tag) == []
