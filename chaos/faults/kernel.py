@@ -130,7 +130,10 @@ class HostFault(Fault):
 
     def apply(self, ctx: FaultContext) -> None:
         self.applied = True
-        self.tcp_before = {name: tcp_now(ns) for name, ns in self.witnesses()}
+        try:
+            self.tcp_before = {name: tcp_now(ns) for name, ns in self.witnesses()}
+        except N.HostsError:  # a host gone or unreadable: the fault still applies; its evidence says less
+            self.tcp_before = {}
         r = N.sh(N.in_ns(self.netns, ["nft", "-f", "-"]), check=False, stdin=self.ruleset())
         if r.returncode != 0:
             self.applied = False
