@@ -147,8 +147,13 @@ def test_a_finished_gate_is_judged_again_with_other_settings_running_nothing(gat
 
 def test_a_slower_build_is_a_regression_named_with_its_interval(gates):
     d, _, slower, _ = gates
-    assert slower.returncode == 1, slower.stdout[-3000:] + slower.stderr[-2000:]
     g = doc(d / "slower")
+    others = ((g["runs"] or [{}])[0].get("host") or {}).get("others") or 0
+    if slower.returncode == 4 and not g["regressed"] and others > 1.0:
+        # a box so busy that the candidate's one run reached too few requests (or not its recovery): the gate
+        # says it cannot judge, which is its answer there; the regression is judged on a box that can run it
+        pytest.skip(f"not judged on this box: others took {others:.2f} cores of the candidate's run: {g['reason']}")
+    assert slower.returncode == 1, slower.stdout[-3000:] + slower.stderr[-2000:]
     assert not g["interleaved"] and [r["side"] for r in g["runs"]] == ["b"]
     restore = next(f for f in g["figures"] if f["figure"].endswith("time to restore"))
     assert restore["verdict"] == "not judged" and restore["needs_runs"] == 2
