@@ -88,13 +88,19 @@ def test_a_run_on_hosts_passes_with_the_loss_seen_on_the_wire(loss_run):
     assert any(json.loads(x)["event"] == "hosts_removed" for x in open(os.path.join(run_dir, "journal.jsonl")))
 
 
-def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path, recovered):
+def every_fault_on(tmp_path, recovered):
+    """A run of EVERY_FAULT, returned once its four faults are applied (and recovered at the test's end)."""
     exp = tmp_path / "every.yaml"
     exp.write_text(EVERY_FAULT)
     run_dir = tmp_path / "run"
     proc = start_run(str(exp), run_dir, "--var", "PRESET=tiny")
     recovered.append(run_dir)
     assert wait_journal(run_dir, "fault_applied", 4, timeout=120), proc.stdout.read() if proc.poll() else "timeout"
+    return proc, run_dir
+
+
+def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path, recovered):
+    proc, run_dir = every_fault_on(tmp_path, recovered)
     layout = layout_of(run_dir)
     assert kernel_leftovers(layout)  # applied: there is something to undo
     proc.send_signal(signal.SIGINT)
@@ -104,12 +110,7 @@ def test_ctrl_c_with_every_kernel_fault_on_leaves_nothing(tmp_path, recovered):
 
 
 def test_sigkill_with_every_kernel_fault_on_then_recover_leaves_nothing(tmp_path, recovered):
-    exp = tmp_path / "every.yaml"
-    exp.write_text(EVERY_FAULT)
-    run_dir = tmp_path / "run"
-    proc = start_run(str(exp), run_dir, "--var", "PRESET=tiny")
-    recovered.append(run_dir)
-    assert wait_journal(run_dir, "fault_applied", 4, timeout=120), proc.stdout.read() if proc.poll() else "timeout"
+    proc, run_dir = every_fault_on(tmp_path, recovered)
     time.sleep(0.2)
     proc.kill()
     proc.wait(10)
